@@ -1,0 +1,1 @@
+//! The conformance suite (in progress).
