@@ -1,1 +1,12 @@
-pub fn placeholder() {}
+//! `scenarios`: the scenario catalog (each a workload, its fault emphasis, and the checks
+//! it adds to the generic oracle), plus the negative tests, regression tests and snapshot
+//! tests under `tests/`.
+
+pub mod soak;
+
+use sim::world::Scenario;
+
+/// Every scenario, by name.
+pub fn catalog() -> Vec<&'static dyn Scenario> {
+    vec![&soak::SOAK]
+}

@@ -1,0 +1,154 @@
+//! `soak`: rulvar's multi-process soak, re-created on simulated processes: N writers storm
+//! one run through every fenced surface until DEFAULT_SOAK_QUORUM is met (or the 60 s
+//! virtual cap), with swarm faults at every store fault point, including crashes and
+//! restarts that rulvar's real soak cannot do.
+//!
+//! Knobs: 3 to 5 writers, ttl 250 ms (rulvar's default), cap 60 s of virtual time.
+
+use std::any::Any;
+use std::rc::Rc;
+use std::time::Duration;
+
+use sim::actors::soak::{SoakShared, Writer, DEFAULT_SOAK_QUORUM};
+use sim::history::History;
+use sim::oracle::Violation;
+use sim::plan::{FaultProfile, Knobs, Plan};
+use sim::seed::{rng, Draw};
+use sim::world::{FinalState, NodeCtx, Scenario, WorldState};
+use store::{FaultPoint, LocalFuture, Moment};
+
+pub struct Soak;
+
+pub static SOAK: Soak = Soak;
+
+fn shared(world: &WorldState) -> Rc<SoakShared> {
+    world.shared.clone().downcast::<SoakShared>().unwrap_or_else(|_| Rc::new(SoakShared::new(0, 0, 0)))
+}
+
+impl Scenario for Soak {
+    fn name(&self) -> &'static str {
+        "soak"
+    }
+
+    fn describe(&self) -> &'static str {
+        "rulvar's multi-process soak writer protocol until the activity quorum, with swarm faults"
+    }
+
+    fn knobs(&self, seed: u64) -> Knobs {
+        let mut r = rng(seed, "knobs", 0);
+        Knobs { nodes: r.between(3, 5) as u32, ttl_ms: 250, size: 0, cap_ms: 60_000 }
+    }
+
+    fn faults(&self, _knobs: &Knobs) -> FaultProfile {
+        let points: Vec<FaultPoint> =
+            FaultPoint::ALL.iter().copied().filter(|p| p.moment() != Moment::Engine).collect();
+        let crash_points =
+            points.iter().copied().filter(|p| !matches!(p.moment(), Moment::Before | Moment::Boot)).collect();
+        FaultProfile {
+            points,
+            active_per_mille: (150, 500),
+            fire_per_mille: (5, 60),
+            stall_per_mille: (200, 600),
+            stall_past_ttl_per_mille: (100, 500),
+            crash_per_mille: (0, 80),
+            occurrences: 300,
+            skew_ms_max: 20,
+            drift_ppm_max: 200,
+            crash_points,
+        }
+    }
+
+    fn shared(&self, plan: &Plan) -> Rc<dyn Any> {
+        Rc::new(SoakShared::new(plan.seed, plan.knobs.ttl_ms, plan.knobs.nodes))
+    }
+
+    fn node_main(&self, node: NodeCtx) -> LocalFuture<'static, ()> {
+        Box::pin(async move {
+            let shared = shared(&node.world);
+            let writer = Writer::new(node.index, node.incarnation, node.store, shared.clone());
+            match writer.run().await {
+                Ok(()) => {}
+                Err(fatal) => {
+                    shared.events.borrow_mut().push(sim::actors::soak::SoakEvent {
+                        w: node.index,
+                        kind: "fatal",
+                        surface: None,
+                        epoch: None,
+                        nonce: None,
+                        message: Some(fatal.0),
+                    });
+                }
+            }
+            shared.done.borrow_mut()[node.index as usize] = true;
+        })
+    }
+
+    fn supervise(&self, world: Rc<WorldState>) -> LocalFuture<'static, ()> {
+        Box::pin(async move {
+            let shared = shared(&world);
+            let cap = Duration::from_millis(world.plan.knobs.cap_ms);
+            let start = sim::env::now_ns();
+            loop {
+                madsim::time::sleep(Duration::from_millis(100)).await;
+                if shared.activity().meets(&DEFAULT_SOAK_QUORUM) {
+                    break;
+                }
+                // A writer already reported a violation: the verdict cannot change, so end
+                // the storm instead of running it to the cap.
+                if shared.events.borrow().iter().any(|e| matches!(e.kind, "stale-accept" | "fatal")) {
+                    break;
+                }
+                if sim::env::now_ns() - start >= cap.as_nanos() as u64 {
+                    break;
+                }
+            }
+            shared.stop.set(true);
+            // Let the writers finish their tenures (bounded).
+            for _ in 0..2000 {
+                let alive = world.alive.borrow().clone();
+                let done = shared.done.borrow().clone();
+                if alive.iter().zip(done.iter()).all(|(a, d)| !a || *d) {
+                    break;
+                }
+                madsim::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+    }
+
+    fn scenario_checks(&self, world: &WorldState, _history: &History, _fin: &FinalState) -> Vec<Violation> {
+        let shared = shared(world);
+        let mut out = Vec::new();
+        let activity = shared.activity();
+        let ended_by_violation =
+            shared.events.borrow().iter().any(|e| matches!(e.kind, "stale-accept" | "fatal"));
+        if !activity.meets(&DEFAULT_SOAK_QUORUM) && !ended_by_violation {
+            out.push(Violation {
+                property: "soak_quorum_reached",
+                witness: format!(
+                    "activity quorum not reached within {}ms of virtual time: {activity:?}",
+                    world.plan.knobs.cap_ms
+                ),
+            });
+        }
+        for e in shared.events.borrow().iter() {
+            if matches!(e.kind, "stale-accept" | "error" | "fatal") {
+                out.push(Violation {
+                    property: "soak_referee",
+                    witness: format!(
+                        "writer w{} reported {} on {} (epoch {}){}",
+                        e.w,
+                        e.kind,
+                        e.surface.unwrap_or("-"),
+                        e.epoch.map_or("-".into(), |x| x.to_string()),
+                        e.message.as_ref().map_or(String::new(), |m| format!(": {m}"))
+                    ),
+                });
+            }
+        }
+        out
+    }
+
+    fn contiguous_seqs(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,3 @@
+//! The actors that drive the system under test inside a simulated process.
+
+pub mod soak;

@@ -1,0 +1,464 @@
+//! A deterministic re-creation of rulvar's multi-process soak writer protocol
+//! (`runSoakWriter`): tenures that start with a marker append, the op mix, the eight-surface
+//! stale probe sweep with a fresh tail, victim deletion cycles, live cross-run probes, and
+//! stalls past the ttl; plus the activity quorum (`DEFAULT_SOAK_QUORUM`) and the writers'
+//! own reports, which the referee reads.
+//!
+//! Differences from rulvar, on purpose: the dice come from the node's own seeded stream,
+//! sleeps are virtual, and a writer can be killed at any fault point and restarted (a new
+//! incarnation starts a fresh protocol; its old lease becomes a zombie).
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::Duration;
+
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use serde_json::json;
+use store::{
+    JournalEntry, JournalStore, LeasableStore, Lease, RunMeta, RunStatus, StoreError, TranscriptStore,
+};
+
+use crate::recorded::{RecordedStore, RecordedTranscripts};
+use crate::seed::{rng, Draw};
+
+pub const SOAK_RUN: &str = "soak-run";
+pub const SOAK_OTHER: &str = "soak-other";
+
+/// One writer report event (rulvar's JSONL kinds).
+#[derive(Clone, Debug, Serialize)]
+pub struct SoakEvent {
+    pub w: u32,
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub surface: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// rulvar's DEFAULT_SOAK_QUORUM.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Activity {
+    pub epochs: u64,
+    pub stale_rejects: u64,
+    pub appends: u64,
+    pub meta_writes: u64,
+    pub blob_puts: u64,
+    pub blob_deletes: u64,
+    pub victim_cycles: u64,
+    pub live_cross_rejects: u64,
+    pub busy_retries: u64,
+}
+
+pub const DEFAULT_SOAK_QUORUM: Activity = Activity {
+    epochs: 4,
+    stale_rejects: 16,
+    appends: 8,
+    meta_writes: 5,
+    blob_puts: 5,
+    blob_deletes: 1,
+    victim_cycles: 1,
+    live_cross_rejects: 1,
+    busy_retries: 0,
+};
+
+impl Activity {
+    pub fn meets(&self, q: &Activity) -> bool {
+        self.epochs >= q.epochs
+            && self.stale_rejects >= q.stale_rejects
+            && self.appends >= q.appends
+            && self.meta_writes >= q.meta_writes
+            && self.blob_puts >= q.blob_puts
+            && self.blob_deletes >= q.blob_deletes
+            && self.victim_cycles >= q.victim_cycles
+            && self.live_cross_rejects >= q.live_cross_rejects
+    }
+}
+
+/// State shared by the writers and the supervisor of one soak.
+pub struct SoakShared {
+    pub events: RefCell<Vec<SoakEvent>>,
+    pub stop: Cell<bool>,
+    /// Writers that finished their protocol (logged `done`), per node.
+    pub done: RefCell<Vec<bool>>,
+    pub seed: u64,
+    pub ttl_ms: u64,
+}
+
+impl SoakShared {
+    pub fn new(seed: u64, ttl_ms: u64, nodes: u32) -> SoakShared {
+        SoakShared {
+            events: RefCell::new(Vec::new()),
+            stop: Cell::new(false),
+            done: RefCell::new(vec![false; nodes as usize]),
+            seed,
+            ttl_ms,
+        }
+    }
+
+    /// rulvar's `countSoakActivity`.
+    pub fn activity(&self) -> Activity {
+        let mut a = Activity::default();
+        let mut epochs = std::collections::BTreeSet::new();
+        for e in self.events.borrow().iter() {
+            match (e.kind, e.surface) {
+                ("grant", _) => {
+                    epochs.insert(e.epoch);
+                }
+                ("stale-reject", _) => a.stale_rejects += 1,
+                ("accept", Some("marker" | "append")) => a.appends += 1,
+                ("accept", Some("meta")) => a.meta_writes += 1,
+                ("accept", Some("blob-put")) => a.blob_puts += 1,
+                ("accept", Some(_)) => a.blob_deletes += 1,
+                ("victim", _) => a.victim_cycles += 1,
+                ("live-cross-reject", _) => a.live_cross_rejects += 1,
+                ("busy", _) => a.busy_retries += 1,
+                _ => {}
+            }
+        }
+        a.epochs = epochs.len() as u64;
+        a
+    }
+}
+
+enum Try<T> {
+    Ok(T),
+    Lease,
+    Order,
+}
+
+/// A fatal writer error (rulvar rethrows it and the process exits non-zero).
+pub struct Fatal(pub String);
+
+/// One writer.
+pub struct Writer {
+    pub w: u32,
+    pub owner: String,
+    pub store: RecordedStore,
+    pub blobs: RecordedTranscripts,
+    pub shared: Rc<SoakShared>,
+    pub rng: RefCell<ChaCha8Rng>,
+}
+
+impl Writer {
+    pub fn new(w: u32, incarnation: u32, store: RecordedStore, shared: Rc<SoakShared>) -> Writer {
+        let blobs = store.transcripts();
+        let rng = rng(shared.seed, "workload", u64::from(w) * 1000 + u64::from(incarnation));
+        Writer { w, owner: format!("soak-w{w}"), store, blobs, shared, rng: RefCell::new(rng) }
+    }
+
+    fn log(
+        &self,
+        kind: &'static str,
+        surface: Option<&'static str>,
+        epoch: Option<u64>,
+        nonce: Option<String>,
+    ) {
+        self.shared.events.borrow_mut().push(SoakEvent {
+            w: self.w,
+            kind,
+            surface,
+            epoch,
+            nonce,
+            message: None,
+        });
+    }
+
+    fn log_msg(&self, kind: &'static str, surface: Option<&'static str>, message: String) {
+        self.shared.events.borrow_mut().push(SoakEvent {
+            w: self.w,
+            kind,
+            surface,
+            epoch: None,
+            nonce: None,
+            message: Some(message),
+        });
+    }
+
+    fn unit(&self) -> f64 {
+        self.rng.borrow_mut().unit()
+    }
+
+    async fn sleep_ms(&self, ms: u64) {
+        madsim::time::sleep(Duration::from_millis(ms.max(1))).await;
+    }
+
+    /// rulvar's `attempt`: busy is retried (up to 500 rounds), lease and order are answers.
+    async fn attempt<T, F, Fut>(&self, surface: &'static str, mut op: F) -> Result<Try<T>, Fatal>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, StoreError>>,
+    {
+        for _ in 0..500 {
+            match op().await {
+                Ok(v) => return Ok(Try::Ok(v)),
+                Err(StoreError::LeaseHeld { .. }) => return Ok(Try::Lease),
+                Err(StoreError::JournalOrderViolation { .. }) => return Ok(Try::Order),
+                Err(StoreError::Busy { .. }) => {
+                    self.log("busy", Some(surface), None, None);
+                    let ms = 1 + (self.unit() * 3.0) as u64;
+                    self.sleep_ms(ms).await;
+                }
+                Err(e) => {
+                    self.log_msg("error", Some(surface), e.to_string());
+                    return Err(Fatal(format!("{surface}: {e}")));
+                }
+            }
+        }
+        self.log_msg("error", Some(surface), "busy for 500 rounds".into());
+        Err(Fatal(format!("{surface}: busy for 500 rounds")))
+    }
+
+    async fn tail_seq(&self) -> Result<u64, Fatal> {
+        match self.attempt("load", || self.store.load(SOAK_RUN)).await? {
+            Try::Ok(entries) => Ok(entries.iter().map(|e| e.seq.0).max().unwrap_or(0)),
+            _ => Err(Fatal("load refused".into())),
+        }
+    }
+
+    fn entry(seq: u64, nonce: &str, epoch: u64) -> JournalEntry {
+        JournalEntry::new(seq, "soak", "ok", json!({ "soak": { "nonce": nonce, "epoch": epoch } }))
+    }
+
+    /// The whole protocol until the stop flag; a fatal error ends it early.
+    pub async fn run(&self) -> Result<(), Fatal> {
+        while !self.shared.stop.get() {
+            self.tenure().await?;
+        }
+        self.log("done", None, None, None);
+        Ok(())
+    }
+
+    async fn tenure(&self) -> Result<(), Fatal> {
+        let lease = match self.store.acquire(SOAK_RUN, &self.owner).await {
+            Ok(l) => l,
+            Err(StoreError::LeaseHeld { .. } | StoreError::Busy { .. }) => {
+                let ms = 3 + (self.unit() * 12.0) as u64;
+                self.sleep_ms(ms).await;
+                return Ok(());
+            }
+            Err(e) => {
+                self.log_msg("fatal", Some("acquire"), e.to_string());
+                return Err(Fatal(format!("acquire: {e}")));
+            }
+        };
+        let epoch = lease.epoch.0;
+        self.log("grant", None, Some(epoch), None);
+        let mut tail = self.tail_seq().await?;
+        let mut counter = 0u64;
+        let nonce = |c: u64| format!("w{}-e{epoch}-c{c}", self.w);
+
+        let n = nonce(counter);
+        let marker = Self::entry(tail + 1, &n, epoch);
+        match self.attempt("marker", || self.store.append(SOAK_RUN, &marker, Some(&lease))).await? {
+            Try::Ok(()) => {
+                self.log("accept", Some("marker"), Some(epoch), Some(n));
+                counter += 1;
+                tail += 1;
+            }
+            Try::Lease => {
+                self.log("fence-kick", Some("marker"), Some(epoch), None);
+                return self.stale_sweep(&lease).await;
+            }
+            Try::Order => {
+                self.log_msg("error", Some("marker"), "JournalOrderViolation under a live lease".into());
+                return Ok(());
+            }
+        }
+
+        let ops = 3 + (self.unit() * 6.0) as u64;
+        let mut alive = true;
+        let mut victims = 0u64;
+        for _ in 0..ops {
+            if !alive || self.shared.stop.get() {
+                break;
+            }
+            let roll = self.unit();
+            let n = nonce(counter);
+            if roll < 0.30 {
+                let entry = Self::entry(tail + 1, &n, epoch);
+                match self.attempt("append", || self.store.append(SOAK_RUN, &entry, Some(&lease))).await? {
+                    Try::Ok(()) => {
+                        self.log("accept", Some("append"), Some(epoch), Some(n));
+                        counter += 1;
+                        tail += 1;
+                    }
+                    Try::Lease => {
+                        self.log("fence-kick", Some("append"), Some(epoch), None);
+                        alive = false;
+                    }
+                    Try::Order => {
+                        self.log_msg(
+                            "error",
+                            Some("append"),
+                            "JournalOrderViolation under a live lease".into(),
+                        );
+                        alive = false;
+                    }
+                }
+            } else if roll < 0.50 {
+                let mut meta = RunMeta::new(SOAK_RUN, RunStatus::Running);
+                meta.updated_at = Some(format!("soak-{n}"));
+                meta.extra.insert("soak".into(), json!({ "nonce": n }));
+                match self.attempt("meta", || self.store.put_meta(&meta, Some(&lease))).await? {
+                    Try::Ok(()) => {
+                        self.log("accept", Some("meta"), Some(epoch), Some(n));
+                        counter += 1;
+                    }
+                    _ => {
+                        self.log("fence-kick", Some("meta"), Some(epoch), None);
+                        alive = false;
+                    }
+                }
+            } else if roll < 0.65 {
+                let r = format!("{SOAK_RUN}/blob-{}", (self.unit() * 4.0) as u64);
+                let bytes = json!({ "soak": { "nonce": n } }).to_string().into_bytes();
+                match self.attempt("blob-put", || self.blobs.put(&r, &bytes, Some(&lease))).await? {
+                    Try::Ok(()) => {
+                        self.log("accept", Some("blob-put"), Some(epoch), Some(n));
+                        counter += 1;
+                    }
+                    _ => {
+                        self.log("fence-kick", Some("blob-put"), Some(epoch), None);
+                        alive = false;
+                    }
+                }
+            } else if roll < 0.75 {
+                let r = format!("{SOAK_RUN}/blob-{}", (self.unit() * 4.0) as u64);
+                match self.attempt("blob-delete", || self.blobs.delete(&r, Some(&lease))).await? {
+                    Try::Ok(()) => {
+                        self.log("accept", Some("blob-delete"), Some(epoch), Some(n));
+                        counter += 1;
+                    }
+                    _ => {
+                        self.log("fence-kick", Some("blob-delete"), Some(epoch), None);
+                        alive = false;
+                    }
+                }
+            } else if roll < 0.85 {
+                let vid = format!("victim-w{}-e{epoch}-{victims}", self.w);
+                victims += 1;
+                match self.victim_cycle(&vid).await? {
+                    None => self.log("victim", None, Some(epoch), Some(vid)),
+                    Some(true) => {
+                        self.log("fence-kick", Some("victim"), Some(epoch), None);
+                        alive = false;
+                    }
+                    Some(false) => self.log_msg("victim-abandoned", Some("victim"), vid),
+                }
+            } else if roll < 0.93 {
+                match self.attempt("renew", || self.store.renew(&lease)).await? {
+                    Try::Ok(()) => self.log("renewed", None, Some(epoch), None),
+                    _ => {
+                        self.log("fence-kick", Some("renew"), Some(epoch), None);
+                        alive = false;
+                    }
+                }
+            } else {
+                let r = format!("{SOAK_OTHER}/blob");
+                let bytes = json!({ "soak": { "nonce": n } }).to_string().into_bytes();
+                match self.attempt("cross-run", || self.blobs.put(&r, &bytes, Some(&lease))).await? {
+                    Try::Ok(()) => self.log("stale-accept", Some("cross-run"), Some(epoch), Some(n)),
+                    _ => self.log("live-cross-reject", None, Some(epoch), None),
+                }
+            }
+        }
+
+        if !alive {
+            return self.stale_sweep(&lease).await;
+        }
+        if self.unit() < 0.5 {
+            self.log("stall", None, Some(epoch), None);
+            self.sleep_ms((self.shared.ttl_ms * 14).div_ceil(10)).await;
+            return self.stale_sweep(&lease).await;
+        }
+        match self.attempt("release", || self.store.release(&lease)).await? {
+            Try::Ok(()) => self.log("released", None, Some(epoch), None),
+            _ => {
+                self.log("fence-kick", Some("release"), Some(epoch), None);
+                return self.stale_sweep(&lease).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// `None` = cycle completed; `Some(true)` = refused by a lease; `Some(false)` = abandoned.
+    async fn victim_cycle(&self, vid: &str) -> Result<Option<bool>, Fatal> {
+        let vl = match self.store.acquire(vid, &self.owner).await {
+            Ok(l) => l,
+            Err(StoreError::LeaseHeld { .. }) => return Ok(Some(true)),
+            Err(_) => return Ok(Some(false)),
+        };
+        let blob = format!("{vid}/blob");
+        let first = Self::entry(1, vid, vl.epoch.0);
+        let steps: [&'static str; 5] = ["append", "meta", "blob-put", "blob-delete", "run-delete"];
+        for step in steps {
+            let r = match step {
+                "append" => self.attempt(step, || self.store.append(vid, &first, Some(&vl))).await?,
+                "meta" => {
+                    let meta = RunMeta::new(vid, RunStatus::Running);
+                    self.attempt(step, || self.store.put_meta(&meta, Some(&vl))).await?
+                }
+                "blob-put" => self.attempt(step, || self.blobs.put(&blob, b"victim", Some(&vl))).await?,
+                "blob-delete" => self.attempt(step, || self.blobs.delete(&blob, Some(&vl))).await?,
+                _ => self.attempt(step, || self.store.delete(vid, Some(&vl))).await?,
+            };
+            match r {
+                Try::Ok(()) => {}
+                Try::Lease => return Ok(Some(true)),
+                Try::Order => return Ok(Some(false)),
+            }
+        }
+        Ok(None)
+    }
+
+    /// The eight probes with the dead lease, re-reading the tail first so the A5 guard
+    /// cannot mask a fencing hole.
+    async fn stale_sweep(&self, lease: &Lease) -> Result<(), Fatal> {
+        let epoch = lease.epoch.0;
+        let nonce = format!("stale-w{}-e{epoch}", self.w);
+        let blob0 = format!("{SOAK_RUN}/blob-0");
+        let other = format!("{SOAK_OTHER}/blob");
+        let surfaces: [&'static str; 8] =
+            ["append", "meta", "blob-put", "blob-delete", "run-delete", "renew", "cross-run", "release"];
+        for surface in surfaces {
+            let r = match surface {
+                "append" => {
+                    let entry = Self::entry(self.tail_seq().await? + 1, &nonce, epoch);
+                    self.attempt(surface, || self.store.append(SOAK_RUN, &entry, Some(lease))).await?
+                }
+                "meta" => {
+                    let mut meta = RunMeta::new(SOAK_RUN, RunStatus::Cancelled);
+                    meta.extra.insert("soak".into(), json!({ "nonce": nonce }));
+                    self.attempt(surface, || self.store.put_meta(&meta, Some(lease))).await?
+                }
+                "blob-put" => {
+                    let bytes = json!({ "soak": { "nonce": nonce } }).to_string().into_bytes();
+                    self.attempt(surface, || self.blobs.put(&blob0, &bytes, Some(lease))).await?
+                }
+                "blob-delete" => self.attempt(surface, || self.blobs.delete(&blob0, Some(lease))).await?,
+                "run-delete" => self.attempt(surface, || self.store.delete(SOAK_RUN, Some(lease))).await?,
+                "renew" => self.attempt(surface, || self.store.renew(lease)).await?,
+                "cross-run" => {
+                    let bytes = json!({ "soak": { "nonce": nonce } }).to_string().into_bytes();
+                    self.attempt(surface, || self.blobs.put(&other, &bytes, Some(lease))).await?
+                }
+                _ => self.attempt(surface, || self.store.release(lease)).await?,
+            };
+            match r {
+                Try::Ok(()) => self.log("stale-accept", Some(surface), Some(epoch), Some(nonce.clone())),
+                Try::Lease => self.log("stale-reject", Some(surface), Some(epoch), None),
+                Try::Order => self.log_msg(
+                    "error",
+                    Some(surface),
+                    "JournalOrderViolation where the fence should reject first".into(),
+                ),
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,255 @@
+//! The `fencesim` command-line program's logic (the binary in `scenarios` passes the
+//! catalog in): `list`, `run`, `sweep`, `merge`.
+//!
+//! Exit codes CI can use: 0 = every run passed, 1 = a property failed, 2 = bad input (an
+//! unknown scenario or profile, a malformed seed range or shard, an unreadable plan).
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use store::ProfileName;
+
+use crate::plan::Plan;
+use crate::report::{failure_text, timeline, trace_jsonl};
+use crate::runner::execute;
+use crate::sweep::{self, SeedRange, Shard, SweepOptions, SweepReport};
+use crate::world::Scenario;
+
+#[derive(Parser, Debug)]
+#[command(name = "fencesim", about = "Deterministic simulation of a lease-fenced store", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// List the scenarios and profiles.
+    List,
+    /// Run one seed and print its verdict, witnesses and timeline.
+    Run {
+        #[arg(long)]
+        scenario: String,
+        #[arg(long, default_value = "current")]
+        profile: String,
+        #[arg(long)]
+        seed: u64,
+        /// Replay this plan instead of the seed's own.
+        #[arg(long)]
+        plan: Option<PathBuf>,
+        /// Save the plan that ran.
+        #[arg(long)]
+        plan_out: Option<PathBuf>,
+        /// Write the events as JSON Lines.
+        #[arg(long)]
+        trace: Option<PathBuf>,
+        /// Print the report as JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Do not print the timeline.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Run a range of seeds in parallel and summarise.
+    Sweep {
+        /// A scenario name, or `all`.
+        #[arg(long)]
+        scenario: String,
+        #[arg(long, default_value = "current")]
+        profile: String,
+        /// `A..B` (B exclusive).
+        #[arg(long)]
+        seeds: String,
+        /// Worker threads (default: available cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// `K/N`: run only the K-th of N disjoint shards (1-based).
+        #[arg(long)]
+        shard: Option<String>,
+        #[arg(long)]
+        fail_fast: bool,
+        /// Run each seed twice and compare trace hashes.
+        #[arg(long)]
+        check_determinism: bool,
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Merge shard reports (JSON) into one.
+    Merge {
+        files: Vec<PathBuf>,
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+}
+
+/// A usage error: printed, exit code 2.
+fn usage(msg: String) -> i32 {
+    eprintln!("error: {msg}");
+    2
+}
+
+pub fn find_scenario(catalog: &[&'static dyn Scenario], name: &str) -> Result<&'static dyn Scenario, String> {
+    catalog.iter().copied().find(|s| s.name() == name).ok_or_else(|| {
+        format!(
+            "unknown scenario {name:?}; known scenarios: {}",
+            catalog.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
+        )
+    })
+}
+
+pub fn parse_profile(name: &str) -> Result<ProfileName, String> {
+    name.parse::<ProfileName>().map_err(|e| e.to_string())
+}
+
+/// Entry point; returns the process exit code.
+pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
+    // A closed pipe (`fencesim run ... | head`) ends the program quietly.
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info.to_string();
+        if msg.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        eprintln!("{msg}");
+    }));
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    match cli.command {
+        Command::List => {
+            println!("scenarios:");
+            for s in catalog {
+                println!("  {:<22} {}", s.name(), s.describe());
+            }
+            println!("profiles:");
+            for p in ProfileName::ALL {
+                println!("  {p}");
+            }
+            0
+        }
+        Command::Run { scenario, profile, seed, plan, plan_out, trace, json, quiet } => {
+            let scenario = match find_scenario(catalog, &scenario) {
+                Ok(s) => s,
+                Err(e) => return usage(e),
+            };
+            let profile = match parse_profile(&profile) {
+                Ok(p) => p,
+                Err(e) => return usage(e),
+            };
+            let plan_file = plan.as_ref().map(|p| p.display().to_string());
+            let loaded = match &plan {
+                None => None,
+                Some(path) => match std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read plan {}: {e}", path.display()))
+                    .and_then(|t| {
+                        serde_json::from_str::<Plan>(&t)
+                            .map_err(|e| format!("malformed plan {}: {e}", path.display()))
+                    }) {
+                    Ok(p) => Some(p),
+                    Err(e) => return usage(e),
+                },
+            };
+            let out = match execute(scenario, profile, seed, loaded, plan_file.as_deref()) {
+                Ok(o) => o,
+                Err(e) => return usage(e),
+            };
+            if let Some(path) = plan_out {
+                let text = serde_json::to_string_pretty(&out.plan).unwrap_or_default();
+                if let Err(e) = std::fs::write(&path, text) {
+                    return usage(format!("cannot write plan {}: {e}", path.display()));
+                }
+            }
+            if let Some(path) = trace {
+                if let Err(e) = std::fs::write(&path, trace_jsonl(&out.history)) {
+                    return usage(format!("cannot write trace {}: {e}", path.display()));
+                }
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&out.report).unwrap_or_default());
+            } else {
+                if !quiet {
+                    print!("{}", timeline(&out.history));
+                    println!();
+                }
+                print!("{}", failure_text(&out.report));
+            }
+            i32::from(!out.report.passed)
+        }
+        Command::Sweep { scenario, profile, seeds, jobs, shard, fail_fast, check_determinism, json } => {
+            let scenarios: Vec<&'static dyn Scenario> = if scenario == "all" {
+                catalog.to_vec()
+            } else {
+                match find_scenario(catalog, &scenario) {
+                    Ok(s) => vec![s],
+                    Err(e) => return usage(e),
+                }
+            };
+            let profile = match parse_profile(&profile) {
+                Ok(p) => p,
+                Err(e) => return usage(e),
+            };
+            let range = match SeedRange::parse(&seeds) {
+                Ok(r) => r,
+                Err(e) => return usage(e),
+            };
+            let shard = match shard.as_deref().map(Shard::parse).transpose() {
+                Ok(s) => s,
+                Err(e) => return usage(e),
+            };
+            let jobs =
+                jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
+            let progress = std::io::stderr().is_terminal();
+            let mut reports = Vec::new();
+            for s in scenarios {
+                let opts =
+                    SweepOptions { profile, range, shard, jobs, fail_fast, check_determinism, progress };
+                let report = sweep::run(s, &opts);
+                print!("{}", report.summary_table());
+                reports.push(report);
+            }
+            let failed = reports.iter().any(|r| !r.failures.is_empty() || !r.nondeterministic.is_empty());
+            if let Some(path) = json {
+                let body = if reports.len() == 1 {
+                    serde_json::to_string_pretty(&reports[0])
+                } else {
+                    serde_json::to_string_pretty(&reports)
+                };
+                if let Err(e) = std::fs::write(&path, body.unwrap_or_default()) {
+                    return usage(format!("cannot write {}: {e}", path.display()));
+                }
+            }
+            i32::from(failed)
+        }
+        Command::Merge { files, json } => {
+            let mut parts = Vec::new();
+            for f in &files {
+                match std::fs::read_to_string(f)
+                    .map_err(|e| format!("cannot read {}: {e}", f.display()))
+                    .and_then(|t| {
+                        serde_json::from_str::<SweepReport>(&t)
+                            .map_err(|e| format!("malformed report {}: {e}", f.display()))
+                    }) {
+                    Ok(r) => parts.push(r),
+                    Err(e) => return usage(e),
+                }
+            }
+            let merged = match SweepReport::merge(parts) {
+                Ok(m) => m,
+                Err(e) => return usage(e),
+            };
+            print!("{}", merged.summary_table());
+            if let Some(path) = json {
+                if let Err(e) =
+                    std::fs::write(&path, serde_json::to_string_pretty(&merged).unwrap_or_default())
+                {
+                    return usage(format!("cannot write {}: {e}", path.display()));
+                }
+            }
+            i32::from(!merged.failures.is_empty())
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! The simulator's implementation of the store's environment: each node's clock, virtual
+//! sleeps, and the fault hook that consults the plan.
+//!
+//! Clock model: every node reads madsim's virtual time through its own clock, a fixed skew
+//! plus a drift in parts per million (both from the plan), on top of a fixed base date. The
+//! store judges lease expiry by that clock, exactly as rulvar's stores judge it by the
+//! client's `Date.now`.
+//!
+//! Fault hook: at every named point it counts the node's occurrence of that point, records
+//! what the store applied (after-commit points) or checked (after-check points) for the
+//! call being polled, and performs the plan's action, if any: a yield, a virtual stall, or a
+//! crash (the node kills itself; the supervisor restarts it later).
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use store::{Crash, Env, FaultSite, LocalFuture, Moment};
+
+use crate::history::{current_call, Event};
+use crate::plan::{Action, ClockSpec};
+use crate::world::WorldState;
+
+/// The store clock's base: 2024-01-01T00:00:00Z in ms. Fixed, so traces never depend on
+/// madsim's own choice of a start date.
+pub const CLOCK_BASE_MS: i64 = 1_704_067_200_000;
+
+/// Virtual time since the run started, in ns.
+pub fn now_ns() -> u64 {
+    madsim::time::TimeHandle::try_current().map_or(0, |t| t.elapsed().as_nanos() as u64)
+}
+
+/// One node's environment.
+pub struct SimEnv {
+    pub node: u32,
+    pub clock: ClockSpec,
+    pub world: Rc<WorldState>,
+}
+
+impl SimEnv {
+    /// The node's clock reading for a virtual instant.
+    pub fn clock_at(clock: ClockSpec, at_ns: u64) -> i64 {
+        let elapsed_ms = (at_ns / 1_000_000) as i64;
+        let drifted = elapsed_ms + elapsed_ms * clock.drift_ppm / 1_000_000;
+        CLOCK_BASE_MS + drifted + clock.skew_ms
+    }
+}
+
+impl Env for SimEnv {
+    fn now_ms(&self) -> i64 {
+        SimEnv::clock_at(self.clock, now_ns())
+    }
+
+    fn monotonic(&self) -> Duration {
+        Duration::from_nanos(now_ns())
+    }
+
+    fn sleep(&self, duration: Duration) -> LocalFuture<'static, ()> {
+        Box::pin(madsim::time::sleep(duration))
+    }
+
+    fn fault(&self, site: &FaultSite<'_>) -> Option<LocalFuture<'static, Result<(), Crash>>> {
+        let w = &self.world;
+        let point = site.point;
+        if let Some(id) = current_call() {
+            match point.moment() {
+                Moment::AfterCheck => w.recorder.checked(id, self.now_ms()),
+                Moment::AfterCommit => {
+                    let row = site.run_id.and_then(|r| w.observe_lease(r));
+                    w.recorder.applied(id, now_ns(), self.now_ms(), row, site.epoch);
+                }
+                _ => {}
+            }
+        }
+        let action = w.decide(self.node, point);
+        w.recorder.point(point.name(), action.is_some(), matches!(action, Some(Action::Crash { .. })));
+        let action = action?;
+        w.recorder.event(Event {
+            at_ns: now_ns(),
+            node: Some(self.node),
+            epoch: site.epoch,
+            op: String::new(),
+            outcome: String::new(),
+            fault: format!("{} at {}", action.describe(), point.name()),
+            call: current_call(),
+        });
+        match action {
+            Action::Yield => Some(Box::pin(async {
+                madsim::task::yield_now().await;
+                Ok(())
+            })),
+            Action::Stall { ms } => Some(Box::pin(async move {
+                madsim::time::sleep(Duration::from_millis(ms)).await;
+                Ok(())
+            })),
+            Action::Crash { restart_after_ms } => {
+                w.crash_self(self.node, restart_after_ms);
+                Some(Box::pin(std::future::pending()))
+            }
+        }
+    }
+}

@@ -1,0 +1,355 @@
+//! The history recorder: every store call as an invocation and a return, with node,
+//! virtual time, lease epoch and outcome (`Ok`, `Err(typed)`, or `Unknown` when the node
+//! died with the call in flight), plus what the store itself APPLIED: at the fault hook
+//! right after each commit the recorder notes the exact apply order and instant, the
+//! store clock, and the lease row as it stands after the commit.
+//!
+//! Nothing here reads a task id, a wall clock or a hash map: the history of a seed is the
+//! same in every process.
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use serde::Serialize;
+use store::{Epoch, Lease, StoreError};
+
+thread_local! {
+    /// The call whose future is being polled right now (set by [`WithCall`]).
+    static CURRENT_CALL: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// The call currently being polled on this thread, if any.
+pub fn current_call() -> Option<usize> {
+    CURRENT_CALL.with(|c| c.get())
+}
+
+/// Runs a future with [`current_call`] set to `id` during each of its polls, so the fault
+/// hook can attribute what it sees to the right call.
+pub struct WithCall<F> {
+    pub id: usize,
+    pub inner: Pin<Box<F>>,
+}
+
+impl<F: Future> Future for WithCall<F> {
+    type Output = F::Output;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let prev = CURRENT_CALL.with(|c| c.replace(Some(self.id)));
+        let out = self.inner.as_mut().poll(cx);
+        CURRENT_CALL.with(|c| c.set(prev));
+        out
+    }
+}
+
+/// A store operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpKind {
+    Boot,
+    Acquire,
+    Renew,
+    Release,
+    Append,
+    Load,
+    PutMeta,
+    GetMeta,
+    ListRuns,
+    Delete,
+    BlobPut,
+    BlobGet,
+    BlobList,
+    BlobDelete,
+}
+
+impl OpKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpKind::Boot => "boot",
+            OpKind::Acquire => "acquire",
+            OpKind::Renew => "renew",
+            OpKind::Release => "release",
+            OpKind::Append => "append",
+            OpKind::Load => "load",
+            OpKind::PutMeta => "put_meta",
+            OpKind::GetMeta => "get_meta",
+            OpKind::ListRuns => "list_runs",
+            OpKind::Delete => "delete",
+            OpKind::BlobPut => "blob_put",
+            OpKind::BlobGet => "blob_get",
+            OpKind::BlobList => "blob_list",
+            OpKind::BlobDelete => "blob_delete",
+        }
+    }
+
+    /// Whether the operation mutates the store.
+    pub fn is_mutation(self) -> bool {
+        matches!(
+            self,
+            OpKind::Acquire
+                | OpKind::Renew
+                | OpKind::Release
+                | OpKind::Append
+                | OpKind::PutMeta
+                | OpKind::Delete
+                | OpKind::BlobPut
+                | OpKind::BlobDelete
+        )
+    }
+}
+
+/// The outcome of a call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Outcome {
+    Ok {
+        detail: String,
+    },
+    Err {
+        code: String,
+        message: String,
+    },
+    /// The node died with the call in flight.
+    Unknown,
+}
+
+impl Outcome {
+    pub fn from_result<T>(r: &Result<T, StoreError>, detail: impl FnOnce(&T) -> String) -> Outcome {
+        match r {
+            Ok(v) => Outcome::Ok { detail: detail(v) },
+            Err(e) => Outcome::Err { code: e.code().to_string(), message: e.to_string() },
+        }
+    }
+    pub fn is_ok(&self) -> bool {
+        matches!(self, Outcome::Ok { .. })
+    }
+    pub fn short(&self) -> String {
+        match self {
+            Outcome::Ok { detail } if detail.is_empty() => "ok".into(),
+            Outcome::Ok { detail } => format!("ok {detail}"),
+            Outcome::Err { code, .. } => format!("err {code}"),
+            Outcome::Unknown => "unknown (node died in flight)".into(),
+        }
+    }
+}
+
+/// A lease row as observed right after a commit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LeaseRow {
+    pub owner: String,
+    pub epoch: u64,
+    pub expires_at: i64,
+}
+
+/// What the store applied for a call, noted at its after-commit fault point.
+#[derive(Clone, Debug, Serialize)]
+pub struct Applied {
+    /// Position in the global order of applied mutations.
+    pub order: usize,
+    /// Virtual time in ns.
+    pub at_ns: u64,
+    /// The applying store's clock (ms).
+    pub store_now_ms: i64,
+    /// The run's lease row after the commit.
+    pub lease_row: Option<LeaseRow>,
+    /// The epoch the fault site reported (the granted epoch for an acquire).
+    pub site_epoch: Option<u64>,
+}
+
+/// The arguments worth judging, per operation.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Args {
+    /// append: the entry's seq.
+    pub seq: Option<u64>,
+    /// append / put_meta: the stored JSON text.
+    pub payload: Option<String>,
+    /// blob ops: the ref.
+    pub blob_ref: Option<String>,
+    /// blob put: the bytes.
+    pub bytes: Option<Vec<u8>>,
+    /// acquire: the owner asking.
+    pub owner: Option<String>,
+}
+
+/// One call.
+#[derive(Clone, Debug, Serialize)]
+pub struct Call {
+    pub id: usize,
+    pub node: u32,
+    /// How many times the node had (re)started when it made the call (0 = first life).
+    pub incarnation: u32,
+    pub op: OpKind,
+    /// The mutated or read run ("" for list_runs; a blob's ref run for blob ops).
+    pub run_id: String,
+    pub lease: Option<Lease>,
+    pub args: Args,
+    pub invoked_ns: u64,
+    pub returned_ns: Option<u64>,
+    pub outcome: Outcome,
+    /// The granted lease (acquire only).
+    pub granted: Option<Lease>,
+    /// The store clock when the fence (or acquire's liveness) check passed.
+    pub checked_now_ms: Option<i64>,
+    pub applied: Option<Applied>,
+}
+
+impl Call {
+    /// The epoch this call acts under: its lease's, or the one it was granted.
+    pub fn epoch(&self) -> Option<Epoch> {
+        self.lease.as_ref().map(|l| l.epoch).or(self.granted.as_ref().map(|g| g.epoch))
+    }
+}
+
+/// A timeline event (one line each).
+#[derive(Clone, Debug, Serialize)]
+pub struct Event {
+    pub at_ns: u64,
+    pub node: Option<u32>,
+    pub epoch: Option<u64>,
+    pub op: String,
+    pub outcome: String,
+    pub fault: String,
+    /// The call this line reports, if any.
+    pub call: Option<usize>,
+}
+
+/// Fault-point coverage of one run: how often each point was reached and fired.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PointStats {
+    pub reached: u64,
+    pub fired: u64,
+    pub crashed: u64,
+}
+
+/// The whole history of one run.
+#[derive(Default)]
+pub struct History {
+    pub calls: Vec<Call>,
+    pub events: Vec<Event>,
+    pub applied_count: usize,
+    pub points: std::collections::BTreeMap<&'static str, PointStats>,
+}
+
+/// Shared handle to the history.
+#[derive(Clone, Default)]
+pub struct Recorder {
+    pub inner: Rc<RefCell<History>>,
+}
+
+impl Recorder {
+    #[allow(clippy::too_many_arguments)]
+    pub fn invoke(
+        &self,
+        node: u32,
+        incarnation: u32,
+        op: OpKind,
+        run_id: &str,
+        lease: Option<&Lease>,
+        args: Args,
+        now_ns: u64,
+    ) -> usize {
+        let mut h = self.inner.borrow_mut();
+        let id = h.calls.len();
+        h.calls.push(Call {
+            id,
+            node,
+            incarnation,
+            op,
+            run_id: run_id.to_string(),
+            lease: lease.cloned(),
+            args,
+            invoked_ns: now_ns,
+            returned_ns: None,
+            outcome: Outcome::Unknown,
+            granted: None,
+            checked_now_ms: None,
+            applied: None,
+        });
+        id
+    }
+
+    pub fn ret(&self, id: usize, outcome: Outcome, granted: Option<Lease>, now_ns: u64) {
+        let mut h = self.inner.borrow_mut();
+        let c = &mut h.calls[id];
+        c.returned_ns = Some(now_ns);
+        c.outcome = outcome;
+        c.granted = granted;
+        let line = Event {
+            at_ns: now_ns,
+            node: Some(c.node),
+            epoch: c.epoch().map(|e| e.0),
+            op: describe_call(c),
+            outcome: c.outcome.short(),
+            fault: String::new(),
+            call: Some(id),
+        };
+        if c.op != OpKind::Load
+            && c.op != OpKind::ListRuns
+            && c.op != OpKind::BlobList
+            && c.op != OpKind::GetMeta
+            || !c.outcome.is_ok()
+        {
+            h.events.push(line);
+        }
+    }
+
+    /// The node died with the call in flight.
+    pub fn unknown(&self, id: usize) {
+        let mut h = self.inner.borrow_mut();
+        let c = &mut h.calls[id];
+        if c.returned_ns.is_none() {
+            c.outcome = Outcome::Unknown;
+        }
+    }
+
+    pub fn checked(&self, id: usize, now_ms: i64) {
+        self.inner.borrow_mut().calls[id].checked_now_ms = Some(now_ms);
+    }
+
+    pub fn applied(
+        &self,
+        id: usize,
+        at_ns: u64,
+        store_now_ms: i64,
+        lease_row: Option<LeaseRow>,
+        site_epoch: Option<u64>,
+    ) {
+        let mut h = self.inner.borrow_mut();
+        let order = h.applied_count;
+        h.applied_count += 1;
+        h.calls[id].applied = Some(Applied { order, at_ns, store_now_ms, lease_row, site_epoch });
+    }
+
+    pub fn event(&self, e: Event) {
+        self.inner.borrow_mut().events.push(e);
+    }
+
+    pub fn point(&self, name: &'static str, fired: bool, crashed: bool) {
+        let mut h = self.inner.borrow_mut();
+        let s = h.points.entry(name).or_default();
+        s.reached += 1;
+        s.fired += u64::from(fired);
+        s.crashed += u64::from(crashed);
+    }
+}
+
+/// "append soak-run seq=4", "acquire soak-run by soak-w1", ...
+pub fn describe_call(c: &Call) -> String {
+    let mut s = format!("{} {}", c.op.as_str(), c.run_id);
+    if let Some(seq) = c.args.seq {
+        s.push_str(&format!(" seq={seq}"));
+    }
+    if let Some(r) = &c.args.blob_ref {
+        s = format!("{} {}", c.op.as_str(), r);
+    }
+    if let Some(o) = &c.args.owner {
+        s.push_str(&format!(" by {o}"));
+    }
+    if let Some(l) = &c.lease {
+        if l.run_id != c.run_id {
+            s.push_str(&format!(" (lease of {})", l.run_id));
+        }
+    }
+    s
+}

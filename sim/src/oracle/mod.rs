@@ -1,0 +1,60 @@
+//! The oracle: named properties over (history, final state). Each property is one function
+//! with a one-line claim and a line saying what it does not check; each violation names
+//! the property and carries a witness in words.
+//!
+//! The serial history is ordered by what the store APPLIED (the after-commit instant the
+//! recorder noted for every mutation), not only by what writers reported. That is what
+//! lets the oracle see a stale mutation that committed after a successor's grant even when
+//! the journal shows no inversion, and a stale renew or release, which leave no trace in
+//! any writer's report.
+
+pub mod model;
+pub mod properties;
+
+use serde::Serialize;
+
+use crate::history::History;
+use crate::world::FinalState;
+
+/// Whether a property must hold always, eventually (after the heal), or is a coverage goal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Expectation {
+    Always,
+    Eventually,
+    Sometimes,
+}
+
+/// A named property.
+pub struct Property {
+    pub name: &'static str,
+    pub expectation: Expectation,
+    /// The claim, one sentence.
+    pub claim: &'static str,
+    /// What it does not check.
+    pub not_checked: &'static str,
+    pub check: fn(&model::Judged, &mut Vec<Violation>),
+}
+
+/// One violated property with its witness.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    pub property: &'static str,
+    pub witness: String,
+}
+
+/// Options from the scenario.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Expect {
+    pub contiguous_seqs: bool,
+}
+
+/// Judge one run with every store-level property.
+pub fn judge(history: &History, fin: &FinalState, expect: Expect) -> Vec<Violation> {
+    let judged = model::Judged::build(history, fin, expect);
+    let mut out = Vec::new();
+    for p in properties::ALL {
+        (p.check)(&judged, &mut out);
+    }
+    out
+}

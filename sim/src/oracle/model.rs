@@ -1,0 +1,173 @@
+//! The reference model the properties read: the history's mutations in apply order, the
+//! lease grants they imply, and the journal, meta and blob state a correct store would
+//! hold after applying exactly those mutations.
+//!
+//! Unknown outcomes (the node died with the call in flight) are resolved from what the
+//! store applied: a call with an after-commit record is applied, at that position; one
+//! without is absent. A call that returned an error but has an after-commit record is
+//! itself a violation (`rejected_call_changed_nothing`).
+
+use std::collections::BTreeMap;
+
+use crate::history::{Call, History, OpKind, Outcome};
+use crate::oracle::Expect;
+use crate::world::FinalState;
+
+/// A lease grant as the legitimate operations define it.
+#[derive(Clone, Debug)]
+pub struct Grant {
+    pub owner: String,
+    pub epoch: u64,
+    pub expires_at: i64,
+    pub node: u32,
+    pub granted_ns: u64,
+    /// Set when its holder released it, or a legitimate delete removed it.
+    pub ended: Option<(u64, &'static str)>,
+}
+
+/// Everything the properties judge.
+pub struct Judged<'h> {
+    pub history: &'h History,
+    pub fin: &'h FinalState,
+    pub expect: Expect,
+    /// Mutations that took effect, in apply order.
+    pub applied: Vec<&'h Call>,
+}
+
+impl<'h> Judged<'h> {
+    pub fn build(history: &'h History, fin: &'h FinalState, expect: Expect) -> Judged<'h> {
+        let mut applied: Vec<&Call> = history
+            .calls
+            .iter()
+            .filter(|c| c.op.is_mutation())
+            .filter(|c| c.applied.is_some() || (c.outcome.is_ok() && c.op.is_mutation()))
+            .collect();
+        // Calls with an after-commit record sort by it; an Ok call without one (a store
+        // that skipped its hook) sorts at its return.
+        applied.sort_by_key(|c| match &c.applied {
+            Some(a) => (a.at_ns, a.order, 0),
+            None => (c.returned_ns.unwrap_or(u64::MAX), usize::MAX, c.id),
+        });
+        Judged { history, fin, expect, applied }
+    }
+
+    /// The instant a call took effect.
+    pub fn applied_ns(c: &Call) -> u64 {
+        c.applied.as_ref().map(|a| a.at_ns).or(c.returned_ns).unwrap_or(0)
+    }
+
+    /// The store clock the call's check (or, failing that, its commit) read.
+    pub fn checked_ms(c: &Call) -> Option<i64> {
+        c.checked_now_ms.or(c.applied.as_ref().map(|a| a.store_now_ms))
+    }
+}
+
+/// "n1 (soak-w1)".
+pub fn who(c: &Call) -> String {
+    match (&c.lease, &c.args.owner) {
+        (Some(l), _) => format!("n{} ({})", c.node, l.owner),
+        (None, Some(o)) => format!("n{} ({o})", c.node),
+        _ => format!("n{}", c.node),
+    }
+}
+
+/// "1.912s".
+pub fn t(ns: u64) -> String {
+    format!("{}.{:03}s", ns / 1_000_000_000, (ns / 1_000_000) % 1000)
+}
+
+/// Replays lease operations in apply order, calling `visit` with the grant current for
+/// the call's lease run BEFORE the call takes effect, then applying the call.
+pub fn walk_grants<'h>(j: &Judged<'h>, mut visit: impl FnMut(&'h Call, Option<&Grant>)) {
+    let mut current: BTreeMap<String, Grant> = BTreeMap::new();
+    for &c in &j.applied {
+        let key = c.lease.as_ref().map_or(c.run_id.clone(), |l| l.run_id.clone());
+        visit(c, current.get(&key));
+        let legit = is_legit(c, current.get(&key));
+        match c.op {
+            OpKind::Acquire => {
+                let epoch =
+                    c.granted.as_ref().map(|g| g.epoch.0).or(c.applied.as_ref().and_then(|a| a.site_epoch));
+                let row = c.applied.as_ref().and_then(|a| a.lease_row.clone());
+                if let Some(epoch) = epoch {
+                    let expires_at = row.map_or(i64::MAX, |r| r.expires_at);
+                    current.insert(
+                        c.run_id.clone(),
+                        Grant {
+                            owner: c.args.owner.clone().unwrap_or_default(),
+                            epoch,
+                            expires_at,
+                            node: c.node,
+                            granted_ns: Judged::applied_ns(c),
+                            ended: None,
+                        },
+                    );
+                }
+            }
+            OpKind::Renew if legit => {
+                if let (Some(g), Some(row)) =
+                    (current.get_mut(&key), c.applied.as_ref().and_then(|a| a.lease_row.as_ref()))
+                {
+                    g.expires_at = row.expires_at;
+                }
+            }
+            OpKind::Release if legit => {
+                if let Some(g) = current.get_mut(&key) {
+                    g.ended = Some((Judged::applied_ns(c), "released"));
+                }
+            }
+            OpKind::Delete if legit || c.lease.is_none() => {
+                if let Some(g) = current.get_mut(&c.run_id) {
+                    if g.ended.is_none() {
+                        g.ended = Some((Judged::applied_ns(c), "deleted with its run"));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Whether a lease-carrying call's lease was the current live holder when it took effect.
+pub fn is_legit(c: &Call, g: Option<&Grant>) -> bool {
+    staleness(c, g).is_none()
+}
+
+/// Why a lease-carrying call was stale, in words; `None` if it was the live holder (or
+/// carried no lease).
+pub fn staleness(c: &Call, g: Option<&Grant>) -> Option<String> {
+    let lease = c.lease.as_ref()?;
+    let Some(g) = g else {
+        return Some(format!("no grant of run {} was current", lease.run_id));
+    };
+    if g.epoch != lease.epoch.0 {
+        return Some(format!(
+            "epoch {} had been granted to n{} ({}) at t={}",
+            g.epoch,
+            g.node,
+            g.owner,
+            t(g.granted_ns)
+        ));
+    }
+    if g.owner != lease.owner {
+        return Some(format!("epoch {} belongs to {}", g.epoch, g.owner));
+    }
+    if let Some((at, why)) = g.ended {
+        return Some(format!("epoch {} was {why} at t={}", g.epoch, t(at)));
+    }
+    if let Some(now) = Judged::checked_ms(c) {
+        if now >= g.expires_at {
+            return Some(format!(
+                "epoch {} had expired ({}ms past its expiry by the store's clock)",
+                g.epoch,
+                now - g.expires_at
+            ));
+        }
+    }
+    None
+}
+
+/// True when the call ended in an error the caller saw.
+pub fn rejected(c: &Call) -> bool {
+    matches!(c.outcome, Outcome::Err { .. })
+}

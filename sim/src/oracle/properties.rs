@@ -1,0 +1,450 @@
+//! The store-level properties, one function each. Every property reads the apply-ordered
+//! history and the final state through [`Judged`]; none knows which flaw a profile has.
+
+use std::collections::BTreeMap;
+
+use super::model::{rejected, staleness, t, walk_grants, who, Judged};
+use super::{Expectation, Property, Violation};
+use crate::history::{describe_call, Call, OpKind};
+
+/// Every store-level property, in report order.
+pub const ALL: &[Property] = &[
+    Property {
+        name: "no_stale_accept",
+        expectation: Expectation::Always,
+        claim: "No mutation carrying a lease takes effect unless that lease is the run's current, live, unreleased holder.",
+        not_checked: "Mutations without a lease (single-writer host decisions) and reads.",
+        check: no_stale_accept,
+    },
+    Property {
+        name: "journal_equals_serial_history",
+        expectation: Expectation::Always,
+        claim: "Each run's journal is exactly its applied appends since its last deletion, seqs strictly increasing, epochs never inverted.",
+        not_checked: "Whether the appends were legitimate (no_stale_accept) or what their payloads mean.",
+        check: journal_equals_serial_history,
+    },
+    Property {
+        name: "meta_is_last_accepted",
+        expectation: Expectation::Always,
+        claim: "Each run's meta row is the last applied meta write, and no lower epoch's write lands after a higher epoch's.",
+        not_checked: "Whether the row agrees with the journal (engine properties do).",
+        check: meta_is_last_accepted,
+    },
+    Property {
+        name: "blobs_replay_serial_history",
+        expectation: Expectation::Always,
+        claim: "Each blob equals the replay of its applied puts and deletes, and no lower epoch's write lands after a higher epoch's.",
+        not_checked: "What the blob bytes mean (checkpoint contents are judged by engine properties).",
+        check: blobs_replay_serial_history,
+    },
+    Property {
+        name: "no_cross_run_write",
+        expectation: Expectation::Always,
+        claim: "A lease only ever guards a mutation of the run it names (a blob's run is its ref's first segment).",
+        not_checked: "Unleased mutations.",
+        check: no_cross_run_write,
+    },
+    Property {
+        name: "epochs_granted_once_and_increasing",
+        expectation: Expectation::Always,
+        claim: "Every grant of a run id carries an epoch above every earlier grant of that id, across delete and recreate.",
+        not_checked: "Which owner got the grant (lease_exclusive judges overlap).",
+        check: epochs_granted_once_and_increasing,
+    },
+    Property {
+        name: "lease_exclusive",
+        expectation: Expectation::Always,
+        claim: "No acquire succeeds while another grant of the run is live by the acquiring store's clock and neither released nor deleted by its holder.",
+        not_checked: "Skew between clocks: liveness is judged by the clock the store itself used.",
+        check: lease_exclusive,
+    },
+    Property {
+        name: "expiry_set_only_by_holder",
+        expectation: Expectation::Always,
+        claim: "A lease row changes only by its grant, its holder's renew, its holder's release, or a legitimate deletion of the run.",
+        not_checked: "Changes to rows of runs the changing call did not name (seen only at that run's next commit).",
+        check: expiry_set_only_by_holder,
+    },
+    Property {
+        name: "every_boot_succeeds",
+        expectation: Expectation::Always,
+        claim: "Every store construction succeeds, however many processes boot over one fresh file at once.",
+        not_checked: "Boots cut short by a planned crash (outcome unknown).",
+        check: every_boot_succeeds,
+    },
+    Property {
+        name: "rejected_call_changed_nothing",
+        expectation: Expectation::Always,
+        claim: "A call that returned an error applied nothing.",
+        not_checked: "Calls whose outcome is unknown (they may or may not have applied).",
+        check: rejected_call_changed_nothing,
+    },
+];
+
+fn op_name(c: &Call) -> String {
+    describe_call(c)
+}
+
+fn no_stale_accept(j: &Judged, out: &mut Vec<Violation>) {
+    walk_grants(j, |c, g| {
+        if c.op == OpKind::Acquire {
+            return;
+        }
+        if let Some(why) = staleness(c, g) {
+            let l = c.lease.as_ref().map_or(0, |l| l.epoch.0);
+            out.push(Violation {
+                property: "no_stale_accept",
+                witness: format!(
+                    "the {} of {} under epoch {l} took effect at t={} after {why}",
+                    op_name(c),
+                    who(c),
+                    t(Judged::applied_ns(c))
+                ),
+            });
+        }
+    });
+}
+
+fn short(s: &str) -> String {
+    if s.len() > 96 {
+        format!("{}…", &s[..96])
+    } else {
+        s.to_string()
+    }
+}
+
+/// Per-run model state after replaying every applied mutation in apply order.
+struct Replay<'h> {
+    journal: BTreeMap<String, Vec<&'h Call>>,
+    meta: BTreeMap<String, Vec<&'h Call>>,
+    blobs: BTreeMap<String, Vec<&'h Call>>,
+}
+
+fn replay<'h>(j: &Judged<'h>) -> Replay<'h> {
+    let mut r = Replay { journal: BTreeMap::new(), meta: BTreeMap::new(), blobs: BTreeMap::new() };
+    for &c in &j.applied {
+        match c.op {
+            OpKind::Append => r.journal.entry(c.run_id.clone()).or_default().push(c),
+            OpKind::PutMeta => r.meta.entry(c.run_id.clone()).or_default().push(c),
+            OpKind::Delete => {
+                r.journal.remove(&c.run_id);
+                r.meta.remove(&c.run_id);
+            }
+            OpKind::BlobPut | OpKind::BlobDelete => {
+                let key = c.args.blob_ref.clone().unwrap_or_default();
+                let v = r.blobs.entry(key).or_default();
+                if c.op == OpKind::BlobDelete {
+                    v.clear();
+                }
+                v.push(c);
+            }
+            _ => {}
+        }
+    }
+    r
+}
+
+fn journal_equals_serial_history(j: &Judged, out: &mut Vec<Violation>) {
+    let r = replay(j);
+    let mut runs: Vec<&String> = r.journal.keys().chain(j.fin.entries.keys()).collect();
+    runs.sort();
+    runs.dedup();
+    for run in runs {
+        let model: &[&Call] = r.journal.get(run).map_or(&[], |v| v.as_slice());
+        let actual: &[String] = j.fin.entries.get(run).map_or(&[], |v| v.as_slice());
+        let p = "journal_equals_serial_history";
+        if let Some(i) = (0..model.len().max(actual.len())).find(|&i| {
+            model.get(i).and_then(|c| c.args.payload.as_deref()) != actual.get(i).map(|s| s.as_str())
+        }) {
+            let want = model.get(i).map_or("nothing".to_string(), |c| {
+                format!(
+                    "{}'s append at t={} ({})",
+                    who(c),
+                    t(Judged::applied_ns(c)),
+                    short(c.args.payload.as_deref().unwrap_or(""))
+                )
+            });
+            let have = actual.get(i).map_or("nothing".to_string(), |s| short(s));
+            out.push(Violation {
+                property: p,
+                witness: format!(
+                    "run {run}: journal position {} holds {have} but the applied history has {want} ({} entries stored, {} applied)",
+                    i + 1,
+                    actual.len(),
+                    model.len()
+                ),
+            });
+            continue;
+        }
+        let mut last_seq: Option<u64> = None;
+        let mut last_epoch: Option<(u64, &Call)> = None;
+        for (i, c) in model.iter().enumerate() {
+            let seq = c.args.seq.unwrap_or(0);
+            if let Some(prev) = last_seq {
+                if seq <= prev {
+                    out.push(Violation {
+                        property: p,
+                        witness: format!("run {run}: seq {seq} at position {} follows seq {prev}", i + 1),
+                    });
+                }
+            }
+            if j.expect.contiguous_seqs && seq != i as u64 + 1 {
+                out.push(Violation {
+                    property: p,
+                    witness: format!(
+                        "run {run}: position {} holds seq {seq}, not {} (seqs must run 1..N)",
+                        i + 1,
+                        i + 1
+                    ),
+                });
+                break;
+            }
+            last_seq = Some(seq);
+            if let Some(e) = c.lease.as_ref().map(|l| l.epoch.0) {
+                if let Some((pe, pc)) = last_epoch {
+                    if e < pe {
+                        out.push(Violation {
+                            property: p,
+                            witness: format!(
+                                "run {run}: epoch inversion, {}'s entry seq {seq} under epoch {e} follows {}'s entry under epoch {pe}",
+                                who(c),
+                                who(pc)
+                            ),
+                        });
+                    }
+                }
+                if last_epoch.is_none_or(|(pe, _)| e >= pe) {
+                    last_epoch = Some((e, c));
+                }
+            }
+        }
+    }
+}
+
+/// Lower-epoch writes applied after higher-epoch writes, within one sequence of writes.
+fn epoch_regressions(writes: &[&Call]) -> Option<(u64, u64, String, String, u64)> {
+    let mut hi: Option<(u64, &Call)> = None;
+    for c in writes {
+        let Some(e) = c.lease.as_ref().map(|l| l.epoch.0) else { continue };
+        if let Some((he, hc)) = hi {
+            if e < he {
+                return Some((e, he, who(c), who(hc), Judged::applied_ns(c)));
+            }
+        }
+        if hi.is_none_or(|(he, _)| e > he) {
+            hi = Some((e, c));
+        }
+    }
+    None
+}
+
+fn meta_is_last_accepted(j: &Judged, out: &mut Vec<Violation>) {
+    let r = replay(j);
+    let p = "meta_is_last_accepted";
+    let mut runs: Vec<&String> = r.meta.keys().chain(j.fin.meta.keys()).collect();
+    runs.sort();
+    runs.dedup();
+    for run in runs {
+        let writes: &[&Call] = r.meta.get(run).map_or(&[], |v| v.as_slice());
+        let want = writes.last().and_then(|c| c.args.payload.as_deref());
+        let have = j.fin.meta.get(run).map(|s| s.as_str());
+        if want != have {
+            out.push(Violation {
+                property: p,
+                witness: format!(
+                    "run {run}: the meta row is {} but the last applied meta write is {}",
+                    have.map_or("absent".into(), short),
+                    want.map_or("none".into(), short)
+                ),
+            });
+        }
+        if let Some((e, he, w, hw, at)) = epoch_regressions(writes) {
+            out.push(Violation {
+                property: p,
+                witness: format!(
+                    "run {run}: {w}'s meta write under epoch {e} landed at t={} over {hw}'s write under epoch {he}",
+                    t(at)
+                ),
+            });
+        }
+    }
+}
+
+fn blobs_replay_serial_history(j: &Judged, out: &mut Vec<Violation>) {
+    let r = replay(j);
+    let p = "blobs_replay_serial_history";
+    let mut refs: Vec<&String> = r.blobs.keys().chain(j.fin.blobs.keys()).collect();
+    refs.sort();
+    refs.dedup();
+    for blob_ref in refs {
+        let writes: &[&Call] = r.blobs.get(blob_ref).map_or(&[], |v| v.as_slice());
+        let want = writes.last().filter(|c| c.op == OpKind::BlobPut).and_then(|c| c.args.bytes.as_deref());
+        let have = j.fin.blobs.get(blob_ref).map(|b| b.as_slice());
+        if want != have {
+            out.push(Violation {
+                property: p,
+                witness: format!(
+                    "blob {blob_ref}: stored {} but the applied history leaves {}",
+                    have.map_or("nothing".into(), |b| short(&String::from_utf8_lossy(b))),
+                    want.map_or("nothing".into(), |b| short(&String::from_utf8_lossy(b)))
+                ),
+            });
+        }
+        if let Some((e, he, w, hw, at)) = epoch_regressions(writes) {
+            out.push(Violation {
+                property: p,
+                witness: format!(
+                    "blob {blob_ref}: {w}'s write under epoch {e} landed at t={} over {hw}'s write under epoch {he}",
+                    t(at)
+                ),
+            });
+        }
+    }
+}
+
+fn no_cross_run_write(j: &Judged, out: &mut Vec<Violation>) {
+    for c in &j.applied {
+        if let Some(l) = &c.lease {
+            if l.run_id != c.run_id {
+                out.push(Violation {
+                    property: "no_cross_run_write",
+                    witness: format!(
+                        "the {} of {} took effect at t={} under the lease of run {} (epoch {})",
+                        op_name(c),
+                        who(c),
+                        t(Judged::applied_ns(c)),
+                        l.run_id,
+                        l.epoch
+                    ),
+                });
+            }
+        }
+    }
+}
+
+fn epochs_granted_once_and_increasing(j: &Judged, out: &mut Vec<Violation>) {
+    let mut high: BTreeMap<&str, (u64, &Call)> = BTreeMap::new();
+    for c in j.applied.iter().filter(|c| c.op == OpKind::Acquire) {
+        let Some(e) = c.granted.as_ref().map(|g| g.epoch.0).or(c.applied.as_ref().and_then(|a| a.site_epoch))
+        else {
+            continue;
+        };
+        if let Some((h, hc)) = high.get(c.run_id.as_str()) {
+            if e <= *h {
+                out.push(Violation {
+                    property: "epochs_granted_once_and_increasing",
+                    witness: format!(
+                        "run {}: {} was granted epoch {e} at t={} although {} had been granted epoch {h} at t={}",
+                        c.run_id,
+                        who(c),
+                        t(Judged::applied_ns(c)),
+                        who(hc),
+                        t(Judged::applied_ns(hc))
+                    ),
+                });
+                continue;
+            }
+        }
+        high.insert(c.run_id.as_str(), (e, c));
+    }
+}
+
+fn lease_exclusive(j: &Judged, out: &mut Vec<Violation>) {
+    walk_grants(j, |c, g| {
+        if c.op != OpKind::Acquire {
+            return;
+        }
+        let (Some(g), Some(now)) = (g, Judged::checked_ms(c)) else { return };
+        if g.ended.is_none() && g.expires_at > now {
+            let e = c.granted.as_ref().map_or(0, |l| l.epoch.0);
+            out.push(Violation {
+                property: "lease_exclusive",
+                witness: format!(
+                    "run {}: {} acquired epoch {e} at t={} while n{} ({})'s epoch {} was live for another {}ms by that store's clock",
+                    c.run_id,
+                    who(c),
+                    t(Judged::applied_ns(c)),
+                    g.node,
+                    g.owner,
+                    g.epoch,
+                    g.expires_at - now
+                ),
+            });
+        }
+    });
+}
+
+fn expiry_set_only_by_holder(j: &Judged, out: &mut Vec<Violation>) {
+    let mut last_row: BTreeMap<String, Option<crate::history::LeaseRow>> = BTreeMap::new();
+    walk_grants(j, |c, g| {
+        let Some(applied) = &c.applied else { return };
+        let run = c.run_id.clone();
+        let before = last_row.get(&run).cloned().flatten();
+        let after = applied.lease_row.clone();
+        last_row.insert(run.clone(), after.clone());
+        if before == after {
+            return;
+        }
+        let legit = match c.op {
+            OpKind::Acquire => true,
+            OpKind::Renew => {
+                staleness(c, g).is_none()
+                    && matches!((&before, &after), (Some(b), Some(a)) if b.owner == a.owner && b.epoch == a.epoch)
+            }
+            OpKind::Release => staleness(c, g).is_none() && after.is_none(),
+            OpKind::Delete => (c.lease.is_none() || staleness(c, g).is_none()) && after.is_none(),
+            _ => false,
+        };
+        if !legit {
+            let fmt_row = |r: &Option<crate::history::LeaseRow>| match r {
+                Some(r) => format!(
+                    "{} epoch {} expiring at +{}ms",
+                    r.owner,
+                    r.epoch,
+                    r.expires_at - crate::env::CLOCK_BASE_MS
+                ),
+                None => "no row".to_string(),
+            };
+            out.push(Violation {
+                property: "expiry_set_only_by_holder",
+                witness: format!(
+                    "run {run}: the {} of {} at t={} changed the lease row from {} to {}",
+                    op_name(c),
+                    who(c),
+                    t(applied.at_ns),
+                    fmt_row(&before),
+                    fmt_row(&after)
+                ),
+            });
+        }
+    });
+}
+
+fn every_boot_succeeds(j: &Judged, out: &mut Vec<Violation>) {
+    for c in j.history.calls.iter().filter(|c| c.op == OpKind::Boot && rejected(c)) {
+        out.push(Violation {
+            property: "every_boot_succeeds",
+            witness: format!(
+                "n{} failed to construct its store at t={}: {}",
+                c.node,
+                t(c.invoked_ns),
+                c.outcome.short()
+            ),
+        });
+    }
+}
+
+fn rejected_call_changed_nothing(j: &Judged, out: &mut Vec<Violation>) {
+    for c in j.history.calls.iter().filter(|c| rejected(c) && c.applied.is_some()) {
+        out.push(Violation {
+            property: "rejected_call_changed_nothing",
+            witness: format!(
+                "the {} of {} returned {} but committed at t={}",
+                op_name(c),
+                who(c),
+                c.outcome.short(),
+                t(Judged::applied_ns(c))
+            ),
+        });
+    }
+}

@@ -1,0 +1,236 @@
+//! The recording wrapper: the same store SPI, every call noted in the history as an
+//! invocation and a return (or `Unknown` when the node dies with it in flight).
+//!
+//! Actors (soak writers, engine segments, workers) talk to a `RecordedStore` exactly as
+//! they would to the store itself; the wrapper adds no behaviour.
+
+use std::future::Future;
+use std::time::Duration;
+
+use store::{
+    JournalEntry, JournalStore, LeasableStore, Lease, MetaLookup, RunFilter, RunMeta, SqliteStore,
+    SqliteTranscripts, StoreError, TranscriptStore,
+};
+
+use crate::env::now_ns;
+use crate::history::{Args, OpKind, Outcome, Recorder, WithCall};
+
+/// Marks a call `Unknown` if its future is dropped before it returns (the node died).
+struct InFlight {
+    rec: Recorder,
+    id: usize,
+    done: bool,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if !self.done {
+            self.rec.unknown(self.id);
+        }
+    }
+}
+
+/// Who is calling: the node and its incarnation.
+#[derive(Clone)]
+pub struct Caller {
+    pub rec: Recorder,
+    pub node: u32,
+    pub incarnation: u32,
+}
+
+impl Caller {
+    /// Record one call around `fut`.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn call<T, F>(
+        &self,
+        op: OpKind,
+        run_id: &str,
+        lease: Option<&Lease>,
+        args: Args,
+        fut: F,
+        detail: impl FnOnce(&T) -> String,
+        granted: impl FnOnce(&T) -> Option<Lease>,
+    ) -> Result<T, StoreError>
+    where
+        F: Future<Output = Result<T, StoreError>>,
+    {
+        let id = self.rec.invoke(self.node, self.incarnation, op, run_id, lease, args, now_ns());
+        let mut guard = InFlight { rec: self.rec.clone(), id, done: false };
+        let r = WithCall { id, inner: Box::pin(fut) }.await;
+        let g = r.as_ref().ok().and_then(granted);
+        self.rec.ret(id, Outcome::from_result(&r, detail), g, now_ns());
+        guard.done = true;
+        r
+    }
+}
+
+/// A recorded `SqliteStore`.
+#[derive(Clone)]
+pub struct RecordedStore {
+    pub inner: SqliteStore,
+    pub caller: Caller,
+}
+
+/// A recorded transcript twin.
+#[derive(Clone)]
+pub struct RecordedTranscripts {
+    pub inner: SqliteTranscripts,
+    pub caller: Caller,
+}
+
+impl RecordedStore {
+    pub fn transcripts(&self) -> RecordedTranscripts {
+        RecordedTranscripts { inner: self.inner.transcripts(), caller: self.caller.clone() }
+    }
+}
+
+fn none<T>(_: &T) -> Option<Lease> {
+    None
+}
+fn blank<T>(_: &T) -> String {
+    String::new()
+}
+
+impl JournalStore for RecordedStore {
+    async fn append(
+        &self,
+        run_id: &str,
+        entry: &JournalEntry,
+        lease: Option<&Lease>,
+    ) -> Result<(), StoreError> {
+        let args = Args { seq: Some(entry.seq.0), payload: Some(entry.to_json()), ..Args::default() };
+        let fut = self.inner.append(run_id, entry, lease);
+        self.caller.call(OpKind::Append, run_id, lease, args, fut, blank, none).await
+    }
+
+    async fn load(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
+        let fut = self.inner.load(run_id);
+        self.caller
+            .call(
+                OpKind::Load,
+                run_id,
+                None,
+                Args::default(),
+                fut,
+                |v: &Vec<JournalEntry>| format!("{} entries", v.len()),
+                none,
+            )
+            .await
+    }
+
+    async fn put_meta(&self, meta: &RunMeta, lease: Option<&Lease>) -> Result<(), StoreError> {
+        let args = Args { payload: Some(meta.to_json()), ..Args::default() };
+        let fut = self.inner.put_meta(meta, lease);
+        let detail = format!("status={}", meta.status);
+        self.caller.call(OpKind::PutMeta, &meta.run_id, lease, args, fut, |_| detail, none).await
+    }
+
+    async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunMeta>, StoreError> {
+        let fut = self.inner.list_runs(filter);
+        self.caller
+            .call(
+                OpKind::ListRuns,
+                "",
+                None,
+                Args::default(),
+                fut,
+                |v: &Vec<RunMeta>| format!("{} runs", v.len()),
+                none,
+            )
+            .await
+    }
+
+    async fn delete(&self, run_id: &str, lease: Option<&Lease>) -> Result<(), StoreError> {
+        let fut = self.inner.delete(run_id, lease);
+        self.caller.call(OpKind::Delete, run_id, lease, Args::default(), fut, blank, none).await
+    }
+
+    fn fenced_writes(&self) -> bool {
+        self.inner.fenced_writes()
+    }
+}
+
+impl MetaLookup for RecordedStore {
+    async fn get_meta(&self, run_id: &str) -> Result<Option<RunMeta>, StoreError> {
+        let fut = self.inner.get_meta(run_id);
+        self.caller.call(OpKind::GetMeta, run_id, None, Args::default(), fut, blank, none).await
+    }
+}
+
+impl LeasableStore for RecordedStore {
+    async fn acquire(&self, run_id: &str, owner: &str) -> Result<Lease, StoreError> {
+        let args = Args { owner: Some(owner.to_string()), ..Args::default() };
+        let fut = self.inner.acquire(run_id, owner);
+        self.caller
+            .call(
+                OpKind::Acquire,
+                run_id,
+                None,
+                args,
+                fut,
+                |l: &Lease| format!("epoch={}", l.epoch),
+                |l: &Lease| Some(l.clone()),
+            )
+            .await
+    }
+
+    async fn renew(&self, lease: &Lease) -> Result<(), StoreError> {
+        let fut = self.inner.renew(lease);
+        self.caller.call(OpKind::Renew, &lease.run_id, Some(lease), Args::default(), fut, blank, none).await
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        let fut = self.inner.release(lease);
+        self.caller.call(OpKind::Release, &lease.run_id, Some(lease), Args::default(), fut, blank, none).await
+    }
+
+    fn lease_ttl(&self) -> Option<Duration> {
+        self.inner.lease_ttl()
+    }
+}
+
+impl TranscriptStore for RecordedTranscripts {
+    async fn put(&self, blob_ref: &str, bytes: &[u8], lease: Option<&Lease>) -> Result<(), StoreError> {
+        let args =
+            Args { blob_ref: Some(blob_ref.to_string()), bytes: Some(bytes.to_vec()), ..Args::default() };
+        let fut = self.inner.put(blob_ref, bytes, lease);
+        self.caller
+            .call(OpKind::BlobPut, store::types::run_of_ref(blob_ref), lease, args, fut, blank, none)
+            .await
+    }
+
+    async fn get(&self, blob_ref: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let args = Args { blob_ref: Some(blob_ref.to_string()), ..Args::default() };
+        let fut = self.inner.get(blob_ref);
+        self.caller
+            .call(OpKind::BlobGet, store::types::run_of_ref(blob_ref), None, args, fut, blank, none)
+            .await
+    }
+
+    async fn list(&self, run_id: &str) -> Result<Vec<String>, StoreError> {
+        let fut = self.inner.list(run_id);
+        self.caller
+            .call(
+                OpKind::BlobList,
+                run_id,
+                None,
+                Args::default(),
+                fut,
+                |v: &Vec<String>| format!("{} refs", v.len()),
+                none,
+            )
+            .await
+    }
+
+    async fn delete(&self, blob_ref: &str, lease: Option<&Lease>) -> Result<(), StoreError> {
+        let args = Args { blob_ref: Some(blob_ref.to_string()), ..Args::default() };
+        let fut = self.inner.delete(blob_ref, lease);
+        self.caller
+            .call(OpKind::BlobDelete, store::types::run_of_ref(blob_ref), lease, args, fut, blank, none)
+            .await
+    }
+
+    fn fenced_writes(&self) -> bool {
+        self.inner.fenced_writes()
+    }
+}

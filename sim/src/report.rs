@@ -1,0 +1,114 @@
+//! Reports: the human-readable timeline (one line per event, fixed columns), the JSON Lines
+//! trace, the verdict with witnesses, the reproduce command, and a stable trace hash.
+//!
+//! No absolute paths, no wall times, no task ids: a report of a seed is the same in every
+//! process, which is what `--check-determinism` and the snapshots rely on.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::history::{Event, History};
+use crate::oracle::Violation;
+use crate::plan::Plan;
+use crate::seed::fnv1a;
+
+/// "   1.912s"
+pub fn fmt_time(ns: u64) -> String {
+    format!("{:>4}.{:03}s", ns / 1_000_000_000, (ns / 1_000_000) % 1000)
+}
+
+/// The timeline: `time  node  epoch  operation  outcome  fault`.
+pub fn timeline(history: &History) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:>9}  {:<4} {:>5}  {:<44} {:<28} fault",
+        "time", "node", "epoch", "operation", "outcome"
+    );
+    for e in &history.events {
+        let _ = writeln!(out, "{}", timeline_line(e));
+    }
+    out
+}
+
+pub fn timeline_line(e: &Event) -> String {
+    let node = e.node.map_or("sup".to_string(), |n| format!("n{n}"));
+    let epoch = e.epoch.map_or("-".to_string(), |x| format!("e{x}"));
+    let line = format!(
+        "{}  {:<4} {:>5}  {:<44} {:<28} {}",
+        fmt_time(e.at_ns),
+        node,
+        epoch,
+        e.op,
+        e.outcome,
+        e.fault
+    );
+    line.trim_end().to_string()
+}
+
+/// The JSON Lines trace: one object per event.
+pub fn trace_jsonl(history: &History) -> String {
+    let mut out = String::new();
+    for e in &history.events {
+        out.push_str(&serde_json::to_string(e).unwrap_or_default());
+        out.push('\n');
+    }
+    out
+}
+
+/// A stable hash of the timeline (the determinism fingerprint).
+pub fn trace_hash(history: &History) -> u64 {
+    fnv1a(timeline(history).as_bytes())
+}
+
+/// The machine-readable result of one run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    pub scenario: String,
+    pub profile: String,
+    pub seed: u64,
+    pub passed: bool,
+    pub violations: Vec<Violation>,
+    pub reproduce: String,
+    pub plan_summary: String,
+    pub decisions: usize,
+    pub calls: usize,
+    pub events: usize,
+    pub virtual_ms: u64,
+    pub trace_hash: String,
+    /// Per fault point: (reached, fired, crashed).
+    pub fault_points: std::collections::BTreeMap<String, (u64, u64, u64)>,
+}
+
+/// The exact command that reproduces a run.
+pub fn reproduce(plan: &Plan, plan_file: Option<&str>) -> String {
+    let mut s =
+        format!("fencesim run --scenario {} --profile {} --seed {}", plan.scenario, plan.profile, plan.seed);
+    if let Some(f) = plan_file {
+        s.push_str(&format!(" --plan {f}"));
+    }
+    s
+}
+
+/// The failure report a developer reads.
+pub fn failure_text(r: &RunReport) -> String {
+    let mut out = String::new();
+    let verdict = if r.passed { "PASS" } else { "FAIL" };
+    let _ = writeln!(out, "{verdict} {} profile={} seed={}", r.scenario, r.profile, r.seed);
+    let mut seen = std::collections::BTreeMap::<&str, usize>::new();
+    for v in &r.violations {
+        let n = seen.entry(v.property).or_insert(0);
+        *n += 1;
+        if *n <= 3 {
+            let _ = writeln!(out, "  {}: {}", v.property, v.witness);
+        } else if *n == 4 {
+            let more = r.violations.iter().filter(|x| x.property == v.property).count() - 3;
+            let _ = writeln!(out, "  {}: ... and {more} more", v.property);
+        }
+    }
+    let _ = writeln!(out, "  plan: {}", r.plan_summary);
+    let _ = writeln!(out, "  reproduce: {}", r.reproduce);
+    let _ = writeln!(out, "  trace hash: {}", r.trace_hash);
+    out
+}

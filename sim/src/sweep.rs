@@ -1,0 +1,357 @@
+//! Seed sweeps: many runs of one scenario, each seed isolated (its own runtime and database
+//! file), spread over worker threads; a progress bar on a terminal and plain lines
+//! otherwise; a summary with failures per property, seeds per second and fault-point
+//! coverage; disjoint shards (`K/N`) whose merged report equals the unsharded one.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+
+use serde::{Deserialize, Serialize};
+use store::ProfileName;
+
+use crate::runner::execute;
+use crate::world::Scenario;
+
+/// `A..B`, B exclusive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeedRange {
+    pub start: u64,
+    pub end: u64,
+}
+
+impl SeedRange {
+    pub fn parse(text: &str) -> Result<SeedRange, String> {
+        let (a, b) =
+            text.split_once("..").ok_or_else(|| format!("seed range {text:?} is not of the form A..B"))?;
+        let start: u64 = a.trim().parse().map_err(|_| format!("seed range {text:?}: {a:?} is not a seed"))?;
+        let end: u64 = b.trim().parse().map_err(|_| format!("seed range {text:?}: {b:?} is not a seed"))?;
+        if end <= start {
+            return Err(format!("seed range {text:?} is empty or reversed (B must be greater than A)"));
+        }
+        Ok(SeedRange { start, end })
+    }
+}
+
+/// `K/N`, 1-based.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    pub index: u64,
+    pub count: u64,
+}
+
+impl Shard {
+    pub fn parse(text: &str) -> Result<Shard, String> {
+        let (k, n) = text.split_once('/').ok_or_else(|| format!("shard {text:?} is not of the form K/N"))?;
+        let index: u64 = k.trim().parse().map_err(|_| format!("shard {text:?}: {k:?} is not a number"))?;
+        let count: u64 = n.trim().parse().map_err(|_| format!("shard {text:?}: {n:?} is not a number"))?;
+        if count == 0 || index == 0 || index > count {
+            return Err(format!("shard {text:?} must satisfy 1 <= K <= N"));
+        }
+        Ok(Shard { index, count })
+    }
+
+    pub fn owns(&self, range: SeedRange, seed: u64) -> bool {
+        (seed - range.start) % self.count == self.index - 1
+    }
+}
+
+/// How to sweep.
+#[derive(Clone, Copy, Debug)]
+pub struct SweepOptions {
+    pub profile: ProfileName,
+    pub range: SeedRange,
+    pub shard: Option<Shard>,
+    pub jobs: usize,
+    pub fail_fast: bool,
+    pub check_determinism: bool,
+    pub progress: bool,
+}
+
+/// One failing seed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    pub seed: u64,
+    pub properties: Vec<String>,
+    pub witness: String,
+    pub reproduce: String,
+}
+
+/// Per fault point over the sweep.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PointCoverage {
+    pub reached: u64,
+    pub fired: u64,
+    pub crashed: u64,
+    /// Runs in which the point fired and the run still passed.
+    pub fired_and_passed_runs: u64,
+    pub fired_runs: u64,
+}
+
+/// The machine-readable sweep report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SweepReport {
+    pub scenario: String,
+    pub profile: String,
+    pub range: SeedRange,
+    pub shards: Vec<Shard>,
+    pub seeds_run: u64,
+    pub failures: Vec<Failure>,
+    pub failures_per_property: BTreeMap<String, u64>,
+    pub nondeterministic: Vec<u64>,
+    pub seeds_per_sec: f64,
+    pub wall_ms: u64,
+    pub fault_points_hit: BTreeMap<String, PointCoverage>,
+}
+
+impl SweepReport {
+    /// The content that must not depend on sharding (no timings).
+    pub fn without_timing(&self) -> SweepReport {
+        SweepReport { seeds_per_sec: 0.0, wall_ms: 0, shards: Vec::new(), ..self.clone() }
+    }
+
+    /// Combine shard reports of one (scenario, profile, range).
+    pub fn merge(parts: Vec<SweepReport>) -> Result<SweepReport, String> {
+        let mut it = parts.into_iter();
+        let mut m = it.next().ok_or("nothing to merge")?;
+        for p in it {
+            if p.scenario != m.scenario || p.profile != m.profile || p.range != m.range {
+                return Err(format!(
+                    "cannot merge {}/{}/{:?} with {}/{}/{:?}",
+                    p.scenario, p.profile, p.range, m.scenario, m.profile, m.range
+                ));
+            }
+            m.shards.extend(p.shards);
+            m.seeds_run += p.seeds_run;
+            m.failures.extend(p.failures);
+            m.nondeterministic.extend(p.nondeterministic);
+            for (k, v) in p.failures_per_property {
+                *m.failures_per_property.entry(k).or_default() += v;
+            }
+            for (k, v) in p.fault_points_hit {
+                let e = m.fault_points_hit.entry(k).or_default();
+                e.reached += v.reached;
+                e.fired += v.fired;
+                e.crashed += v.crashed;
+                e.fired_and_passed_runs += v.fired_and_passed_runs;
+                e.fired_runs += v.fired_runs;
+            }
+            m.wall_ms = m.wall_ms.max(p.wall_ms);
+            m.seeds_per_sec += p.seeds_per_sec;
+        }
+        m.failures.sort_by_key(|f| f.seed);
+        m.nondeterministic.sort();
+        m.shards.sort_by_key(|s| s.index);
+        Ok(m)
+    }
+
+    pub fn summary_table(&self) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "sweep {} profile={} seeds {}..{}: {} run, {} failed, {:.1} seeds/s",
+            self.scenario,
+            self.profile,
+            self.range.start,
+            self.range.end,
+            self.seeds_run,
+            self.failures.len(),
+            self.seeds_per_sec
+        );
+        for (p, n) in &self.failures_per_property {
+            let _ = writeln!(s, "  {p:<38} {n:>6} seeds");
+        }
+        for f in self.failures.iter().take(10) {
+            let _ = writeln!(s, "  FAIL seed={} [{}] {}", f.seed, f.properties.join(", "), f.witness);
+            let _ = writeln!(s, "       reproduce: {}", f.reproduce);
+        }
+        if self.failures.len() > 10 {
+            let _ = writeln!(s, "  ... {} more failing seeds (see --json)", self.failures.len() - 10);
+        }
+        for seed in &self.nondeterministic {
+            let _ = writeln!(s, "  NONDETERMINISTIC seed={seed}");
+        }
+        let fired = self.fault_points_hit.values().filter(|p| p.fired > 0).count();
+        let _ = writeln!(s, "  fault points: {} reached, {} fired", self.fault_points_hit.len(), fired);
+        s
+    }
+}
+
+struct SeedResult {
+    seed: u64,
+    failure: Option<Failure>,
+    nondeterministic: bool,
+    points: BTreeMap<String, (u64, u64, u64)>,
+    passed: bool,
+}
+
+fn run_seed(scenario: &'static dyn Scenario, opts: &SweepOptions, seed: u64) -> SeedResult {
+    match execute(scenario, opts.profile, seed, None, None) {
+        Ok(out) => {
+            let mut nondeterministic = false;
+            if opts.check_determinism {
+                if let Ok(again) = execute(scenario, opts.profile, seed, None, None) {
+                    nondeterministic = again.report.trace_hash != out.report.trace_hash;
+                    if nondeterministic {
+                        let a = crate::report::timeline(&out.history);
+                        let b = crate::report::timeline(&again.history);
+                        if let Some((x, y)) = a.lines().zip(b.lines()).find(|(x, y)| x != y) {
+                            eprintln!("seed {seed}: first divergent event:\n  run 1: {x}\n  run 2: {y}");
+                        }
+                    }
+                }
+            }
+            let failure = (!out.report.passed).then(|| {
+                let mut props: Vec<String> = out.violations.iter().map(|v| v.property.to_string()).collect();
+                props.sort();
+                props.dedup();
+                Failure {
+                    seed,
+                    properties: props,
+                    witness: out.violations.first().map(|v| v.witness.clone()).unwrap_or_default(),
+                    reproduce: out.report.reproduce.clone(),
+                }
+            });
+            SeedResult {
+                seed,
+                failure,
+                nondeterministic,
+                points: out.report.fault_points.clone(),
+                passed: out.report.passed,
+            }
+        }
+        Err(e) => SeedResult {
+            seed,
+            failure: Some(Failure {
+                seed,
+                properties: vec!["harness_error".into()],
+                witness: e,
+                reproduce: format!(
+                    "fencesim run --scenario {} --profile {} --seed {seed}",
+                    scenario.name(),
+                    opts.profile
+                ),
+            }),
+            nondeterministic: false,
+            points: BTreeMap::new(),
+            passed: false,
+        },
+    }
+}
+
+/// Sweep the seeds of one scenario.
+#[allow(clippy::disallowed_methods)] // seeds per second is a wall-clock figure by definition
+pub fn run(scenario: &'static dyn Scenario, opts: &SweepOptions) -> SweepReport {
+    let seeds: Vec<u64> = (opts.range.start..opts.range.end)
+        .filter(|s| opts.shard.is_none_or(|sh| sh.owns(opts.range, *s)))
+        .collect();
+    let started = std::time::Instant::now();
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let (tx, rx) = mpsc::channel::<SeedResult>();
+    let total = seeds.len();
+    let bar = if opts.progress {
+        let b = indicatif::ProgressBar::new(total as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{prefix} [{bar:30}] {pos}/{len} seeds, {per_sec}, {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b.set_prefix(format!("{} {}", scenario.name(), opts.profile));
+        Some(b)
+    } else {
+        None
+    };
+    let mut results: Vec<SeedResult> = Vec::with_capacity(total);
+    std::thread::scope(|scope| {
+        for _ in 0..opts.jobs.min(total.max(1)) {
+            let tx = tx.clone();
+            let seeds = &seeds;
+            let next = &next;
+            let stop = &stop;
+            scope.spawn(move || loop {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&seed) = seeds.get(i) else { break };
+                let r = run_seed(scenario, opts, seed);
+                if r.failure.is_some() && opts.fail_fast {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                if tx.send(r).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        let mut failed = 0;
+        for r in rx {
+            failed += usize::from(r.failure.is_some());
+            match &bar {
+                Some(b) => {
+                    b.inc(1);
+                    b.set_message(format!("{failed} failed"));
+                }
+                None => {
+                    let done = results.len() + 1;
+                    if done % 100 == 0 || done == total {
+                        eprintln!(
+                            "{} {}: {done}/{total} seeds, {failed} failed",
+                            scenario.name(),
+                            opts.profile
+                        );
+                    }
+                }
+            }
+            if let Some(f) = &r.failure {
+                if bar.is_none() {
+                    eprintln!("FAIL seed={} [{}]: {}", f.seed, f.properties.join(", "), f.reproduce);
+                }
+            }
+            results.push(r);
+        }
+    });
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let wall = started.elapsed();
+    results.sort_by_key(|r| r.seed);
+    let mut report = SweepReport {
+        scenario: scenario.name().to_string(),
+        profile: opts.profile.as_str().to_string(),
+        range: opts.range,
+        shards: opts.shard.into_iter().collect(),
+        seeds_run: results.len() as u64,
+        failures: Vec::new(),
+        failures_per_property: BTreeMap::new(),
+        nondeterministic: Vec::new(),
+        seeds_per_sec: results.len() as f64 / wall.as_secs_f64().max(1e-9),
+        wall_ms: wall.as_millis() as u64,
+        fault_points_hit: BTreeMap::new(),
+    };
+    for r in results {
+        for (k, (reached, fired, crashed)) in &r.points {
+            let e = report.fault_points_hit.entry(k.clone()).or_default();
+            e.reached += reached;
+            e.fired += fired;
+            e.crashed += crashed;
+            if *fired > 0 {
+                e.fired_runs += 1;
+                e.fired_and_passed_runs += u64::from(r.passed);
+            }
+        }
+        if r.nondeterministic {
+            report.nondeterministic.push(r.seed);
+        }
+        if let Some(f) = r.failure {
+            for p in &f.properties {
+                *report.failures_per_property.entry(p.clone()).or_default() += 1;
+            }
+            report.failures.push(f);
+        }
+    }
+    report
+}

@@ -1,0 +1,360 @@
+//! The world: N simulated processes (madsim nodes) over one shared SQLite WAL file, each
+//! constructing its OWN store (concurrently, at the same virtual instant: concurrent boot
+//! is part of the exercise), a supervisor that restarts crashed nodes and decides when the
+//! run ends, and the final state read back for the oracle.
+//!
+//! Durability model of the simulation: the database file lives on /dev/shm when present,
+//! else in the temp dir, unique per run and removed afterwards. Connections run with
+//! `synchronous=OFF`: the simulator models PROCESS crashes (a killed node's futures are
+//! dropped, its open transaction rolls back, everything it committed stays), never power
+//! loss, torn pages or lost fsyncs. A crash therefore lands only at an `.await` (a fault
+//! point), never inside one SQLite call.
+//!
+//! Everything in a run derives from (scenario, profile, seed, plan): madsim's scheduler is
+//! seeded from the seed's "scheduler" stream, the fault decisions come from the plan, the
+//! workload of each node and incarnation from its own stream.
+
+use std::any::Any;
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::channel::mpsc;
+use futures::StreamExt;
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use store::{FaultPoint, LocalFuture, Profile, SqliteOptions, SqliteStore, Synchronous};
+
+use crate::env::{now_ns, SimEnv};
+use crate::history::{Args, Event, History, LeaseRow, OpKind, Recorder};
+use crate::plan::{Action, FaultProfile, Knobs, Plan};
+use crate::recorded::{Caller, RecordedStore};
+use crate::seed::stream_key;
+
+/// A scenario: a workload, its fault emphasis, and what its run must keep.
+pub trait Scenario: Sync {
+    /// Stable name (`soak`, `kill-points`, ...).
+    fn name(&self) -> &'static str;
+    /// One line for `fencesim list`.
+    fn describe(&self) -> &'static str;
+    /// The knobs for a seed (swarm: drawn from the seed).
+    fn knobs(&self, seed: u64) -> Knobs;
+    /// The fault emphasis for these knobs.
+    fn faults(&self, knobs: &Knobs) -> FaultProfile;
+    /// State shared by the nodes and the supervisor of one run.
+    fn shared(&self, plan: &Plan) -> Rc<dyn Any>;
+    /// What one node does once its store is built (re-run after a restart).
+    fn node_main(&self, node: NodeCtx) -> LocalFuture<'static, ()>;
+    /// Runs in the main task; returns when the run is over (quorum met, cap hit, healed).
+    fn supervise(&self, world: Rc<WorldState>) -> LocalFuture<'static, ()>;
+    /// Scenario-level checks that need the scenario's own shared state (quorum, referee).
+    fn scenario_checks(
+        &self,
+        world: &WorldState,
+        history: &History,
+        fin: &FinalState,
+    ) -> Vec<crate::oracle::Violation>;
+    /// Whether every run's journal must have seqs contiguous from 1 (the soak protocol).
+    fn contiguous_seqs(&self) -> bool {
+        false
+    }
+}
+
+/// What a node's body gets.
+pub struct NodeCtx {
+    pub index: u32,
+    pub incarnation: u32,
+    pub store: RecordedStore,
+    pub env: Rc<SimEnv>,
+    pub world: Rc<WorldState>,
+}
+
+/// The state of one run, shared by the nodes and the supervisor (single-threaded).
+pub struct WorldState {
+    pub plan: Plan,
+    pub profile: Profile,
+    pub recorder: Recorder,
+    pub shared: Rc<dyn Any>,
+    pub db_path: PathBuf,
+    table: BTreeMap<(u32, FaultPoint, u32), Action>,
+    occurrences: RefCell<BTreeMap<(u32, FaultPoint), u32>>,
+    observer: RefCell<Option<Connection>>,
+    pub faults_on: Cell<bool>,
+    pub incarnations: RefCell<Vec<u32>>,
+    pub alive: RefCell<Vec<bool>>,
+    pub node_ids: RefCell<Vec<madsim::task::NodeId>>,
+    restart_tx: mpsc::UnboundedSender<(u32, u64)>,
+    restart_rx: RefCell<Option<mpsc::UnboundedReceiver<(u32, u64)>>>,
+}
+
+thread_local! {
+    static CURRENT_WORLD: RefCell<Option<Rc<WorldState>>> = const { RefCell::new(None) };
+}
+
+fn current_world() -> Option<Rc<WorldState>> {
+    CURRENT_WORLD.with(|w| w.borrow().clone())
+}
+
+impl WorldState {
+    /// The plan's action for the node's next occurrence of `point`, if any.
+    pub fn decide(&self, node: u32, point: FaultPoint) -> Option<Action> {
+        let mut occ = self.occurrences.borrow_mut();
+        let n = occ.entry((node, point)).or_insert(0);
+        *n += 1;
+        if !self.faults_on.get() {
+            return None;
+        }
+        self.table.get(&(node, point, *n)).copied()
+    }
+
+    /// The run's lease row right now, read through the observer connection.
+    pub fn observe_lease(&self, run_id: &str) -> Option<LeaseRow> {
+        let obs = self.observer.borrow();
+        let conn = obs.as_ref()?;
+        conn.prepare_cached("SELECT owner, epoch, expires_at FROM leases WHERE run_id = ?1")
+            .and_then(|mut s| {
+                s.query_row([run_id], |r| {
+                    Ok(LeaseRow {
+                        owner: r.get(0)?,
+                        epoch: r.get::<_, i64>(1)? as u64,
+                        expires_at: r.get(2)?,
+                    })
+                })
+                .optional()
+            })
+            .ok()
+            .flatten()
+    }
+
+    /// The calling node dies here; the supervisor restarts it later.
+    pub fn crash_self(&self, node: u32, restart_after_ms: u64) {
+        self.alive.borrow_mut()[node as usize] = false;
+        let id = self.node_ids.borrow()[node as usize];
+        self.recorder.event(Event {
+            at_ns: now_ns(),
+            node: Some(node),
+            epoch: None,
+            op: "CRASH".into(),
+            outcome: format!("restart in {restart_after_ms}ms"),
+            fault: String::new(),
+            call: None,
+        });
+        let _ = self.restart_tx.unbounded_send((node, restart_after_ms));
+        madsim::runtime::Handle::current().kill(id);
+    }
+
+    /// Restart requests from crashed nodes; the supervisor drives them with
+    /// [`WorldState::restart_loop`].
+    pub async fn restart_loop(self: Rc<WorldState>) {
+        let Some(mut rx) = self.restart_rx.borrow_mut().take() else { return };
+        while let Some((node, after_ms)) = rx.next().await {
+            let w = self.clone();
+            madsim::task::spawn_local(async move {
+                madsim::time::sleep(Duration::from_millis(after_ms)).await;
+                w.restart(node);
+            });
+        }
+    }
+
+    /// Restart a node now (its init re-runs with the next incarnation).
+    pub fn restart(&self, node: u32) {
+        if self.alive.borrow()[node as usize] {
+            return;
+        }
+        self.incarnations.borrow_mut()[node as usize] += 1;
+        self.alive.borrow_mut()[node as usize] = true;
+        self.recorder.event(Event {
+            at_ns: now_ns(),
+            node: Some(node),
+            epoch: None,
+            op: "RESTART".into(),
+            outcome: format!("incarnation {}", self.incarnations.borrow()[node as usize]),
+            fault: String::new(),
+            call: None,
+        });
+        let id = self.node_ids.borrow()[node as usize];
+        madsim::runtime::Handle::current().restart(id);
+    }
+
+    /// Kill every node (end of run). Await at least 1ms afterwards: drops are lazy.
+    pub fn kill_all(&self) {
+        let ids = self.node_ids.borrow().clone();
+        for (i, id) in ids.into_iter().enumerate() {
+            self.alive.borrow_mut()[i] = false;
+            madsim::runtime::Handle::current().kill(id);
+        }
+    }
+}
+
+/// The database state after the run.
+#[derive(Clone, Debug, Default)]
+pub struct FinalState {
+    pub entries: BTreeMap<String, Vec<String>>,
+    pub meta: BTreeMap<String, String>,
+    pub leases: BTreeMap<String, LeaseRow>,
+    pub epochs: BTreeMap<String, u64>,
+    pub blobs: BTreeMap<String, Vec<u8>>,
+    /// Set when the schema never came up (no boot succeeded).
+    pub missing_schema: bool,
+}
+
+fn read_final(conn: &Connection) -> rusqlite::Result<FinalState> {
+    let mut f = FinalState::default();
+    let mut s = conn.prepare("SELECT run_id, payload FROM entries ORDER BY id")?;
+    for row in s.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))? {
+        let (run, payload) = row?;
+        f.entries.entry(run).or_default().push(payload);
+    }
+    let mut s = conn.prepare("SELECT run_id, payload FROM meta ORDER BY run_id")?;
+    for row in s.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))? {
+        let (run, payload) = row?;
+        f.meta.insert(run, payload);
+    }
+    let mut s = conn.prepare("SELECT run_id, owner, epoch, expires_at FROM leases ORDER BY run_id")?;
+    for row in s.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            LeaseRow { owner: r.get(1)?, epoch: r.get::<_, i64>(2)? as u64, expires_at: r.get(3)? },
+        ))
+    })? {
+        let (run, l) = row?;
+        f.leases.insert(run, l);
+    }
+    let mut s = conn.prepare("SELECT run_id, epoch FROM epochs ORDER BY run_id")?;
+    for row in s.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64)))? {
+        let (run, e) = row?;
+        f.epochs.insert(run, e);
+    }
+    let mut s = conn.prepare("SELECT ref, data FROM blobs ORDER BY ref")?;
+    for row in s.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?)))? {
+        let (r, d) = row?;
+        f.blobs.insert(r, d);
+    }
+    Ok(f)
+}
+
+static RUN_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A unique database path for one run, on /dev/shm when present.
+fn fresh_db_path(seed: u64) -> PathBuf {
+    let dir = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
+    let n = RUN_COUNTER.fetch_add(1, Ordering::Relaxed);
+    dir.join(format!("fencesim-{}-{n}-{seed}.db", std::process::id()))
+}
+
+fn remove_db(path: &Path) {
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        let _ = std::fs::remove_file(PathBuf::from(p));
+    }
+}
+
+/// What one run produced.
+pub struct RunOutput {
+    pub history: History,
+    pub fin: FinalState,
+    pub scenario_violations: Vec<crate::oracle::Violation>,
+    pub end_ns: u64,
+}
+
+/// Run one (scenario, profile, plan). The database file is created fresh and removed.
+pub fn run(scenario: &'static dyn Scenario, profile: Profile, plan: Plan) -> Result<RunOutput, String> {
+    let table = plan.table()?;
+    let db_path = fresh_db_path(plan.seed);
+    remove_db(&db_path);
+    let (tx, rx) = mpsc::unbounded();
+    let nodes = plan.knobs.nodes;
+    let shared = scenario.shared(&plan);
+    let world = Rc::new(WorldState {
+        plan,
+        profile,
+        recorder: Recorder::default(),
+        shared,
+        db_path: db_path.clone(),
+        table,
+        occurrences: RefCell::new(BTreeMap::new()),
+        observer: RefCell::new(None),
+        faults_on: Cell::new(true),
+        incarnations: RefCell::new(vec![0; nodes as usize]),
+        alive: RefCell::new(vec![true; nodes as usize]),
+        node_ids: RefCell::new(Vec::new()),
+        restart_tx: tx,
+        restart_rx: RefCell::new(Some(rx)),
+    });
+    let sched_seed = stream_key(world.plan.seed, "scheduler", 0);
+    let rt = madsim::runtime::Runtime::with_seed_and_config(sched_seed, madsim::Config::default());
+    CURRENT_WORLD.with(|w| *w.borrow_mut() = Some(world.clone()));
+    let result = rt.block_on(drive(scenario, world.clone()));
+    CURRENT_WORLD.with(|w| *w.borrow_mut() = None);
+    drop(rt);
+    world.observer.borrow_mut().take();
+    remove_db(&db_path);
+    let (fin, end_ns) = result?;
+    let scenario_violations = {
+        let h = world.recorder.inner.borrow();
+        scenario.scenario_checks(&world, &h, &fin)
+    };
+    let history = std::mem::take(&mut *world.recorder.inner.borrow_mut());
+    Ok(RunOutput { history, fin, scenario_violations, end_ns })
+}
+
+async fn drive(scenario: &'static dyn Scenario, world: Rc<WorldState>) -> Result<(FinalState, u64), String> {
+    // The observer: a plain connection that only reads committed state.
+    let flags =
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let obs = Connection::open_with_flags(&world.db_path, flags).map_err(|e| format!("observer: {e}"))?;
+    obs.busy_timeout(Duration::ZERO).map_err(|e| format!("observer: {e}"))?;
+    *world.observer.borrow_mut() = Some(obs);
+
+    let handle = madsim::runtime::Handle::current();
+    for i in 0..world.plan.knobs.nodes {
+        let node = handle.create_node().name(format!("n{i}")).init(move || node_init(scenario, i)).build();
+        world.node_ids.borrow_mut().push(node.id());
+    }
+    madsim::task::spawn_local(world.clone().restart_loop());
+    scenario.supervise(world.clone()).await;
+    world.faults_on.set(false);
+    world.kill_all();
+    madsim::time::sleep(Duration::from_millis(1)).await;
+    let end_ns = now_ns();
+    let fin = {
+        let obs = world.observer.borrow();
+        let conn = obs.as_ref().ok_or("observer closed")?;
+        match read_final(conn) {
+            Ok(f) => f,
+            Err(_) => FinalState { missing_schema: true, ..FinalState::default() },
+        }
+    };
+    Ok((fin, end_ns))
+}
+
+/// A node's life: build its own store (concurrently with every other node), then run the
+/// scenario's body. Re-run by madsim on restart.
+async fn node_init(scenario: &'static dyn Scenario, index: u32) {
+    let Some(world) = current_world() else { return };
+    let incarnation = world.incarnations.borrow()[index as usize];
+    let env = Rc::new(SimEnv { node: index, clock: world.plan.clocks[index as usize], world: world.clone() });
+    let caller = Caller { rec: world.recorder.clone(), node: index, incarnation };
+    let options = SqliteOptions::new(&world.db_path)
+        .ttl_ms(world.plan.knobs.ttl_ms as i64)
+        .profile(world.profile)
+        .synchronous(Synchronous::Off);
+    let env_dyn: Rc<dyn store::Env> = env.clone();
+    let opened = caller
+        .call(
+            OpKind::Boot,
+            "",
+            None,
+            Args::default(),
+            SqliteStore::open(options, env_dyn),
+            |_| String::new(),
+            |_| None,
+        )
+        .await;
+    let Ok(store) = opened else { return };
+    let store = RecordedStore { inner: store, caller };
+    scenario.node_main(NodeCtx { index, incarnation, store, env, world }).await;
+}
