@@ -14,19 +14,23 @@ fn stale_holder_append_rejected_after_takeover() {
     let path = dir.path().join("smoke.db");
     let clock = ManualClock::starting_at(1_000_000);
     block_on(async {
-        let a = SqliteStore::open(SqliteOptions::new(&path).ttl_ms(100), Rc::new(ManualEnv::new(clock.clone())))
-            .await
-            .unwrap();
-        let b = SqliteStore::open(SqliteOptions::new(&path).ttl_ms(100), Rc::new(ManualEnv::new(clock.clone())))
-            .await
-            .unwrap();
+        let a =
+            SqliteStore::open(SqliteOptions::new(&path).ttl_ms(100), Rc::new(ManualEnv::new(clock.clone())))
+                .await
+                .unwrap();
+        let b =
+            SqliteStore::open(SqliteOptions::new(&path).ttl_ms(100), Rc::new(ManualEnv::new(clock.clone())))
+                .await
+                .unwrap();
         let la = a.acquire("RUN", "a").await.unwrap();
         a.append("RUN", &JournalEntry::new(0, "step", "ok", serde_json::json!(0)), Some(&la)).await.unwrap();
         clock.advance(150);
         let lb = b.acquire("RUN", "b").await.unwrap();
         assert!(lb.epoch > la.epoch);
-        let err =
-            a.append("RUN", &JournalEntry::new(1, "step", "ok", serde_json::json!(1)), Some(&la)).await.unwrap_err();
+        let err = a
+            .append("RUN", &JournalEntry::new(1, "step", "ok", serde_json::json!(1)), Some(&la))
+            .await
+            .unwrap_err();
         assert!(matches!(err, StoreError::LeaseHeld { .. }), "{err:?}");
         assert_eq!(b.load("RUN").await.unwrap().len(), 1);
     });
