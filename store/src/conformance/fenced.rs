@@ -8,6 +8,7 @@
 use serde_json::json;
 
 use super::{entry, seqs, Ck, Opener};
+use crate::error::StoreError;
 use crate::spi::{JournalStore, LeasableStore, MetaLookup};
 use crate::types::{RunFilter, RunMeta, RunStatus};
 
@@ -128,15 +129,24 @@ pub async fn fenced_run_match<O: Opener>(opener: &O) -> Result<(), super::CheckF
     ck.ok(p.a.store.append(RUN, &entry(0, "base"), None).await, "unleased append of seq 0")?;
     ck.ok(p.a.store.put_meta(&meta(RunStatus::Running, 1), None).await, "unleased meta write")?;
     let other = ck.ok(p.b.store.acquire(OTHER_RUN, "worker-other").await, "acquire of the other run")?;
-    ck.lease_held(
-        p.b.store.put_meta(&meta(RunStatus::Cancelled, 9), Some(&other)).await,
-        "meta write guarded by the other run's live lease",
-    )?;
-    ck.lease_held(
-        p.b.store.append(RUN, &entry(1, "cross"), Some(&other)).await,
-        "append guarded by the other run's live lease",
-    )?;
-    ck.lease_held(p.b.store.delete(RUN, Some(&other)).await, "delete guarded by the other run's live lease")?;
+    // All three are attempted before judging, so a failure names every surface that let
+    // the foreign lease through.
+    let outcomes = [
+        ("meta write", p.b.store.put_meta(&meta(RunStatus::Cancelled, 9), Some(&other)).await),
+        ("append of seq 1", p.b.store.append(RUN, &entry(1, "cross"), Some(&other)).await),
+        ("delete", p.b.store.delete(RUN, Some(&other)).await),
+    ];
+    let wrong: Vec<String> = outcomes
+        .iter()
+        .filter(|(_, r)| !matches!(r, Err(StoreError::LeaseHeld { .. })))
+        .map(|(what, r)| format!("{what} returned {r:?}"))
+        .collect();
+    ck.ensure(wrong.is_empty(), || {
+        format!(
+            "a live lease for {OTHER_RUN} guarded writes to {RUN}; expected LeaseHeld for each, but: {}",
+            wrong.join("; ")
+        )
+    })?;
     let m = ck.ok(p.a.store.get_meta(RUN).await, "get_meta")?;
     ck.eq(&shape(&m), &Some((RunStatus::Running, Some(1))), "meta after the cross-run writes")?;
     ck.eq(&seqs(&ck.ok(p.a.store.load(RUN).await, "load")?), &vec![0], "journal after the cross-run writes")?;
