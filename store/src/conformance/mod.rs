@@ -356,7 +356,7 @@ pub(crate) fn canonical_entry(e: &JournalEntry) -> String {
     canonical(&serde_json::to_value(e).unwrap_or(Value::Null))
 }
 
-/// The lease a check uses for "the holder of this run".
+/// A lease as a failure message shows it.
 pub(crate) fn describe(lease: &Lease) -> String {
     format!("{}@{} epoch {}", lease.owner, lease.run_id, lease.epoch)
 }
