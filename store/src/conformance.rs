@@ -1,1 +1,0 @@
-//! The conformance suite (in progress).
