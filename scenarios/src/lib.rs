@@ -8,5 +8,5 @@ use sim::world::Scenario;
 
 /// Every scenario, by name.
 pub fn catalog() -> Vec<&'static dyn Scenario> {
-    vec![&soak::SOAK]
+    vec![&soak::SOAK, &soak::F3_CHECK_THEN_MUTATE, &soak::BOOT_RACE]
 }

@@ -9,7 +9,7 @@ use std::any::Any;
 use std::rc::Rc;
 use std::time::Duration;
 
-use sim::actors::soak::{SoakShared, Writer, DEFAULT_SOAK_QUORUM};
+use sim::actors::soak::{Activity, SoakShared, Writer, DEFAULT_SOAK_QUORUM};
 use sim::history::History;
 use sim::oracle::Violation;
 use sim::plan::{FaultProfile, Knobs, Plan};
@@ -17,9 +17,67 @@ use sim::seed::{rng, Draw};
 use sim::world::{FinalState, NodeCtx, Scenario, WorldState};
 use store::{FaultPoint, LocalFuture, Moment};
 
-pub struct Soak;
+use sim::actors::soak::Surfaces;
 
-pub static SOAK: Soak = Soak;
+/// A soak variant: its name, writer count range, surfaces and fault emphasis.
+pub struct Soak {
+    pub name: &'static str,
+    pub describe: &'static str,
+    pub writers: (u64, u64),
+    pub surfaces: Surfaces,
+    pub emphasis: Emphasis,
+}
+
+/// Where the swarm puts its faults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Emphasis {
+    /// Every store fault point.
+    Everywhere,
+    /// The fence check windows of append, renew and release (stalls past the ttl).
+    CheckWindows,
+    /// Only the constructor's bootstrap (yields and short stalls), no crashes.
+    Boot,
+}
+
+/// rulvar's soak, every surface, swarm faults everywhere.
+pub static SOAK: Soak = Soak {
+    name: "soak",
+    describe: "rulvar's multi-process soak writer protocol until the activity quorum, with swarm faults",
+    writers: (3, 5),
+    surfaces: Surfaces::All,
+    emphasis: Emphasis::Everywhere,
+};
+
+/// F3: the soak over the always-fenced surfaces, stalls aimed at the check-to-mutation gap.
+pub static F3_CHECK_THEN_MUTATE: Soak = Soak {
+    name: "f3-check-then-mutate",
+    describe:
+        "writers storm append/renew/release with stalls past the ttl between fence check and mutation (F3)",
+    writers: (3, 4),
+    surfaces: Surfaces::LeaseCore,
+    emphasis: Emphasis::CheckWindows,
+};
+
+/// B: six to eight processes construct the store over one fresh file at the same instant.
+pub static BOOT_RACE: Soak = Soak {
+    name: "boot-race",
+    describe: "6-8 processes construct the store over one fresh file at the same instant, then soak (B)",
+    writers: (6, 8),
+    surfaces: Surfaces::All,
+    emphasis: Emphasis::Boot,
+};
+
+impl Soak {
+    /// rulvar's quorum; the lease-core variant counts only the surfaces it storms.
+    fn quorum(&self) -> Activity {
+        match self.surfaces {
+            Surfaces::All => DEFAULT_SOAK_QUORUM,
+            Surfaces::LeaseCore => {
+                Activity { epochs: 4, stale_rejects: 16, appends: 8, ..Activity::default() }
+            }
+        }
+    }
+}
 
 fn shared(world: &WorldState) -> Rc<SoakShared> {
     world.shared.clone().downcast::<SoakShared>().unwrap_or_else(|_| Rc::new(SoakShared::new(0, 0, 0)))
@@ -27,16 +85,21 @@ fn shared(world: &WorldState) -> Rc<SoakShared> {
 
 impl Scenario for Soak {
     fn name(&self) -> &'static str {
-        "soak"
+        self.name
     }
 
     fn describe(&self) -> &'static str {
-        "rulvar's multi-process soak writer protocol until the activity quorum, with swarm faults"
+        self.describe
     }
 
     fn knobs(&self, seed: u64) -> Knobs {
         let mut r = rng(seed, "knobs", 0);
-        Knobs { nodes: r.between(3, 5) as u32, ttl_ms: 250, size: 0, cap_ms: 60_000 }
+        Knobs {
+            nodes: r.between(self.writers.0, self.writers.1) as u32,
+            ttl_ms: 250,
+            size: 0,
+            cap_ms: 60_000,
+        }
     }
 
     fn faults(&self, _knobs: &Knobs) -> FaultProfile {
@@ -63,9 +126,11 @@ impl Scenario for Soak {
     }
 
     fn node_main(&self, node: NodeCtx) -> LocalFuture<'static, ()> {
+        let surfaces = self.surfaces;
         Box::pin(async move {
             let shared = shared(&node.world);
-            let writer = Writer::new(node.index, node.incarnation, node.store, shared.clone());
+            let mut writer = Writer::new(node.index, node.incarnation, node.store, shared.clone());
+            writer.surfaces = surfaces;
             match writer.run().await {
                 Ok(()) => {}
                 Err(fatal) => {
@@ -84,13 +149,14 @@ impl Scenario for Soak {
     }
 
     fn supervise(&self, world: Rc<WorldState>) -> LocalFuture<'static, ()> {
+        let quorum = self.quorum();
         Box::pin(async move {
             let shared = shared(&world);
             let cap = Duration::from_millis(world.plan.knobs.cap_ms);
             let start = sim::env::now_ns();
             loop {
                 madsim::time::sleep(Duration::from_millis(100)).await;
-                if shared.activity().meets(&DEFAULT_SOAK_QUORUM) {
+                if shared.activity().meets(&quorum) {
                     break;
                 }
                 // A writer already reported a violation: the verdict cannot change, so end
@@ -121,7 +187,7 @@ impl Scenario for Soak {
         let activity = shared.activity();
         let ended_by_violation =
             shared.events.borrow().iter().any(|e| matches!(e.kind, "stale-accept" | "fatal"));
-        if !activity.meets(&DEFAULT_SOAK_QUORUM) && !ended_by_violation {
+        if !activity.meets(&self.quorum()) && !ended_by_violation {
             out.push(Violation {
                 property: "soak_quorum_reached",
                 witness: format!(

@@ -134,8 +134,19 @@ enum Try<T> {
 /// A fatal writer error (rulvar rethrows it and the process exits non-zero).
 pub struct Fatal(pub String);
 
+/// Which surfaces a writer storms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Surfaces {
+    /// rulvar's full op mix and eight-probe stale sweep.
+    All,
+    /// Only the surfaces every profile fences (append, renew, release): what is left to
+    /// find is the fence check's own atomicity (F3).
+    LeaseCore,
+}
+
 /// One writer.
 pub struct Writer {
+    pub surfaces: Surfaces,
     pub w: u32,
     pub owner: String,
     pub store: RecordedStore,
@@ -148,7 +159,15 @@ impl Writer {
     pub fn new(w: u32, incarnation: u32, store: RecordedStore, shared: Rc<SoakShared>) -> Writer {
         let blobs = store.transcripts();
         let rng = rng(shared.seed, "workload", u64::from(w) * 1000 + u64::from(incarnation));
-        Writer { w, owner: format!("soak-w{w}"), store, blobs, shared, rng: RefCell::new(rng) }
+        Writer {
+            surfaces: Surfaces::All,
+            w,
+            owner: format!("soak-w{w}"),
+            store,
+            blobs,
+            shared,
+            rng: RefCell::new(rng),
+        }
     }
 
     fn log(
@@ -277,7 +296,11 @@ impl Writer {
             if !alive || self.shared.stop.get() {
                 break;
             }
-            let roll = self.unit();
+            let mut roll = self.unit();
+            if self.surfaces == Surfaces::LeaseCore {
+                // append 60%, renew 40%
+                roll = if roll < 0.6 { 0.0 } else { 0.9 };
+            }
             let n = nonce(counter);
             if roll < 0.30 {
                 let entry = Self::entry(tail + 1, &n, epoch);
@@ -426,6 +449,9 @@ impl Writer {
         let surfaces: [&'static str; 8] =
             ["append", "meta", "blob-put", "blob-delete", "run-delete", "renew", "cross-run", "release"];
         for surface in surfaces {
+            if self.surfaces == Surfaces::LeaseCore && !matches!(surface, "append" | "renew" | "release") {
+                continue;
+            }
             let r = match surface {
                 "append" => {
                     let entry = Self::entry(self.tail_seq().await? + 1, &nonce, epoch);
