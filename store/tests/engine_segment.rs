@@ -443,3 +443,108 @@ fn a_second_live_segment_of_one_run_in_one_engine_is_refused() {
         assert!(matches!(seen.borrow().as_ref(), Some(Err(EngineError::Config(_)))), "{:?}", seen.borrow());
     });
 }
+
+fn threading(
+    profile: ProfileName,
+) -> (Vec<(RunStatus, bool)>, Vec<(String, String, bool)>, Vec<(String, bool)>) {
+    let (_clock, env, store, blobs) = memory();
+    block_on(async {
+        let kill = KillStore::passthrough(store);
+        let state = kill.state.clone();
+        let blobs = RecordingBlobs::new(blobs);
+        let puts = blobs.puts.clone();
+        let engine = Engine::new(kill, blobs, TestWorld::new(), env, Profile::of(profile), "me");
+        engine.run("RUN", &Workflow::limit()).await.unwrap();
+        let metas = state.metas.borrow().clone();
+        let appends = state.appends.borrow().clone();
+        let puts = puts.borrow().clone();
+        (metas, appends, puts)
+    })
+}
+
+#[test]
+fn append_only_threading_leases_appends_only() {
+    let (metas, appends, puts) = threading(ProfileName::V1_44_1);
+    assert_eq!(metas, [(RunStatus::Running, false), (RunStatus::Ok, false)]);
+    // No journaled settle before v1.47: running + limit terminal only, both leased.
+    assert_eq!(appends.len(), 2);
+    assert!(appends.iter().all(|a| a.2));
+    assert_eq!(puts, [("RUN/ckpt/0".to_string(), false), ("RUN/ckpt/0".to_string(), false)]);
+}
+
+#[test]
+fn full_threading_leases_every_segment_write() {
+    let (metas, appends, puts) = threading(ProfileName::Current);
+    assert_eq!(metas, [(RunStatus::Running, true), (RunStatus::Ok, true)]);
+    let kinds: Vec<(&str, &str)> = appends.iter().map(|a| (a.0.as_str(), a.1.as_str())).collect();
+    assert_eq!(kinds, [("agent", "running"), ("agent", "limit"), ("decision", "ok")]);
+    assert!(appends.iter().all(|a| a.2));
+    assert_eq!(puts, [("RUN/ckpt/0".to_string(), true), ("RUN/ckpt/0".to_string(), true)]);
+}
+
+fn settle_failure(
+    profile: Profile,
+    settle_err: Option<StoreError>,
+    meta_err: Option<StoreError>,
+) -> (Result<store::engine::Outcome, EngineError>, Vec<(RunStatus, bool)>, bool) {
+    let (_clock, env, store, blobs) = memory();
+    block_on(async {
+        let kill = KillStore::passthrough(store.clone());
+        *kill.state.fail_settle.borrow_mut() = settle_err;
+        *kill.state.fail_terminal_meta.borrow_mut() = meta_err;
+        let state = kill.state.clone();
+        let engine = Engine::new(kill, blobs, TestWorld::new(), env, profile, "me");
+        let result = engine.run("RUN", &Workflow::happy()).await;
+        // Released either way: someone else can acquire at once.
+        let released = store.acquire("RUN", "next").await.is_ok();
+        let metas = state.metas.borrow().clone();
+        (result, metas, released)
+    })
+}
+
+#[test]
+fn settle_failure_postures_under_lease_held_only() {
+    let busy = StoreError::Busy { code: 5, during: "append" };
+    let held = StoreError::LeaseHeld { run_id: "RUN".into(), reason: store::LeaseRefusal::StaleEpoch };
+    // A non-LeaseHeld settle append failure: Settlement(run-settle), meta skipped.
+    let (r, metas, released) = settle_failure(Profile::current(), Some(busy.clone()), None);
+    assert!(
+        matches!(
+            &r,
+            Err(EngineError::Settlement {
+                stage: store::engine::SettleStage::RunSettle,
+                status: RunStatus::Ok,
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    assert_eq!(metas.len(), 1, "only the boot meta write");
+    assert!(released);
+    // LeaseHeld on the settle append: Superseded, meta skipped.
+    let (r, metas, _) = settle_failure(Profile::current(), Some(held.clone()), None);
+    assert_eq!(r.unwrap_err(), EngineError::Superseded { run_id: "RUN".into(), status: RunStatus::Ok });
+    assert_eq!(metas.len(), 1);
+    // LeaseHeld on the terminal meta write: swallowed.
+    let (r, _, _) = settle_failure(Profile::current(), None, Some(held));
+    assert_eq!(r.unwrap().status, RunStatus::Ok);
+    // Anything else on the terminal meta write: Settlement(meta).
+    let (r, metas, _) = settle_failure(Profile::current(), None, Some(busy));
+    assert!(
+        matches!(&r, Err(EngineError::Settlement { stage: store::engine::SettleStage::Meta, .. })),
+        "{r:?}"
+    );
+    assert_eq!(metas.len(), 2);
+}
+
+#[test]
+fn settle_failures_are_swallowed_under_swallow_all() {
+    let busy = StoreError::Busy { code: 5, during: "append" };
+    let profile = Profile::of(ProfileName::PreTombstone);
+    assert!(profile.settle_journaled);
+    let (r, metas, _) = settle_failure(profile, Some(busy.clone()), None);
+    assert_eq!(r.unwrap().status, RunStatus::Ok);
+    assert_eq!(metas.last(), Some(&(RunStatus::Ok, true)), "the meta write still happens");
+    let (r, _, _) = settle_failure(profile, None, Some(busy));
+    assert_eq!(r.unwrap().status, RunStatus::Ok);
+}

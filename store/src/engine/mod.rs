@@ -79,7 +79,7 @@ pub enum EngineError {
     /// A store call failed outside the settle: the boot acquire (`LeaseHeld`: zero writes,
     /// zero paid calls), the boot meta write (zero paid calls), a host operation.
     #[error("store: {0}")]
-    Store(#[from] StoreError),
+    Store(StoreError),
     /// The settle append was refused with `LeaseHeld`: another holder owns the run. The
     /// meta write was skipped.
     #[error("run {run_id} superseded while settling {status}")]
@@ -99,11 +99,23 @@ pub enum EngineError {
 
 impl EngineError {
     /// `Crashed` for a crashed store call, `Store` otherwise.
-    pub(crate) fn store(e: StoreError) -> EngineError {
+    pub fn store(e: StoreError) -> EngineError {
         match e {
             StoreError::Crashed { point } => EngineError::Crashed { point },
             other => EngineError::Store(other),
         }
+    }
+
+    /// Whether the process died (nothing may follow).
+    pub fn is_crash(&self) -> bool {
+        matches!(self, EngineError::Crashed { .. })
+    }
+}
+
+/// `?` on a store call: a crashed store call becomes `Crashed`, never `Store(Crashed)`.
+impl From<StoreError> for EngineError {
+    fn from(e: StoreError) -> EngineError {
+        EngineError::store(e)
     }
 }
 

@@ -133,6 +133,14 @@ pub struct KillState {
     pub calls: Cell<u32>,
     /// Make every `renew` fail with Busy (a transient renew failure).
     pub fail_renew: Cell<bool>,
+    /// Refuse every `run_settle` append with this error (nothing is written).
+    pub fail_settle: RefCell<Option<StoreError>>,
+    /// Refuse every terminal `put_meta` with this error (nothing is written).
+    pub fail_terminal_meta: RefCell<Option<StoreError>>,
+    /// Every `put_meta`: (status, whether it carried a lease).
+    pub metas: RefCell<Vec<(RunStatus, bool)>>,
+    /// Every append: (kind, status, whether it carried a lease).
+    pub appends: RefCell<Vec<(String, String, bool)>>,
 }
 
 /// Wraps a journal store; kills the "process" before or after the k-th matching write by
@@ -157,6 +165,10 @@ impl<S> KillStore<S> {
                 dead: Cell::new(false),
                 calls: Cell::new(0),
                 fail_renew: Cell::new(false),
+                fail_settle: RefCell::new(None),
+                fail_terminal_meta: RefCell::new(None),
+                metas: RefCell::new(Vec::new()),
+                appends: RefCell::new(Vec::new()),
             }),
         }
     }
@@ -188,6 +200,12 @@ impl<S> KillStore<S> {
 impl<S: JournalStore> JournalStore for KillStore<S> {
     async fn append(&self, run_id: &str, entry: &JournalEntry, lease: Option<&Lease>) -> Result<()> {
         self.enter();
+        self.state.appends.borrow_mut().push((entry.kind.clone(), entry.status.clone(), lease.is_some()));
+        if is_settle(entry) {
+            if let Some(e) = self.state.fail_settle.borrow().clone() {
+                return Err(e);
+            }
+        }
         let hit = self.hit(self.state.matcher.entry(entry));
         if hit == Some(true) {
             return Err(self.die());
@@ -204,6 +222,12 @@ impl<S: JournalStore> JournalStore for KillStore<S> {
     }
     async fn put_meta(&self, meta: &RunMeta, lease: Option<&Lease>) -> Result<()> {
         self.enter();
+        self.state.metas.borrow_mut().push((meta.status, lease.is_some()));
+        if meta.status != RunStatus::Running {
+            if let Some(e) = self.state.fail_terminal_meta.borrow().clone() {
+                return Err(e);
+            }
+        }
         let hit = self.hit(self.state.matcher == Matcher::Meta && meta.status != RunStatus::Running);
         if hit == Some(true) {
             return Err(self.die());
@@ -288,5 +312,37 @@ impl std::future::Future for Yield {
             cx.waker().wake_by_ref();
             std::task::Poll::Pending
         }
+    }
+}
+
+/// A transcript store wrapper recording whether each `put` carried a lease.
+#[derive(Clone)]
+pub struct RecordingBlobs<T> {
+    pub inner: T,
+    pub puts: Rc<RefCell<Vec<(String, bool)>>>,
+}
+
+impl<T> RecordingBlobs<T> {
+    pub fn new(inner: T) -> RecordingBlobs<T> {
+        RecordingBlobs { inner, puts: Rc::default() }
+    }
+}
+
+impl<T: store::TranscriptStore> store::TranscriptStore for RecordingBlobs<T> {
+    async fn put(&self, blob_ref: &str, bytes: &[u8], lease: Option<&Lease>) -> Result<()> {
+        self.puts.borrow_mut().push((blob_ref.to_string(), lease.is_some()));
+        self.inner.put(blob_ref, bytes, lease).await
+    }
+    async fn get(&self, blob_ref: &str) -> Result<Option<Vec<u8>>> {
+        self.inner.get(blob_ref).await
+    }
+    async fn list(&self, run_id: &str) -> Result<Vec<String>> {
+        self.inner.list(run_id).await
+    }
+    async fn delete(&self, blob_ref: &str, lease: Option<&Lease>) -> Result<()> {
+        self.inner.delete(blob_ref, lease).await
+    }
+    fn fenced_writes(&self) -> bool {
+        self.inner.fenced_writes()
     }
 }
