@@ -444,9 +444,9 @@ fn a_second_live_segment_of_one_run_in_one_engine_is_refused() {
     });
 }
 
-fn threading(
-    profile: ProfileName,
-) -> (Vec<(RunStatus, bool)>, Vec<(String, String, bool)>, Vec<(String, bool)>) {
+type Writes = (Vec<(RunStatus, bool)>, Vec<(String, String, bool)>, Vec<(String, bool)>);
+
+fn threading(profile: ProfileName) -> Writes {
     let (_clock, env, store, blobs) = memory();
     block_on(async {
         let kill = KillStore::passthrough(store);
@@ -482,11 +482,13 @@ fn full_threading_leases_every_segment_write() {
     assert_eq!(puts, [("RUN/ckpt/0".to_string(), true), ("RUN/ckpt/0".to_string(), true)]);
 }
 
+type SettleResult = (Result<store::engine::Outcome, EngineError>, Vec<(RunStatus, bool)>, bool);
+
 fn settle_failure(
     profile: Profile,
     settle_err: Option<StoreError>,
     meta_err: Option<StoreError>,
-) -> (Result<store::engine::Outcome, EngineError>, Vec<(RunStatus, bool)>, bool) {
+) -> SettleResult {
     let (_clock, env, store, blobs) = memory();
     block_on(async {
         let kill = KillStore::passthrough(store.clone());
