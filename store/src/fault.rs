@@ -164,6 +164,8 @@ fault_points! {
     WorkerRetentionAfterAcquire => "worker.retention.after_acquire", Engine;
     /// Worker retention: the run's blobs are deleted; the journal delete is not made.
     WorkerRetentionAfterBlobs => "worker.retention.after_blobs", Engine;
+    /// Worker drive: a renew tick of the worker's lease is due; `renew` is not called yet.
+    WorkerDriveBeforeRenew => "worker.drive.before_renew", Engine;
 }
 
 impl FaultPoint {

@@ -550,3 +550,37 @@ fn settle_failures_are_swallowed_under_swallow_all() {
     let (r, _, _) = settle_failure(profile, None, Some(busy));
     assert_eq!(r.unwrap().status, RunStatus::Ok);
 }
+
+#[test]
+fn a_rejected_checkpoint_save_fails_the_dispatch_and_leaves_it_dangling() {
+    let (clock, env, store, blobs) = memory();
+    block_on(async {
+        let failing = RecordingBlobs::new(blobs.clone());
+        failing.fail_put_at.set(2);
+        let world = TestWorld::new();
+        let engine =
+            Engine::new(store.clone(), failing, world.clone(), env.clone(), Profile::current(), "me");
+        let out = engine.run("RUN", &Workflow::limit()).await.unwrap();
+        assert_eq!((out.status, out.value), (RunStatus::Error, None));
+        assert_eq!((world.paid(), world.tools()), (2, 2));
+        let entries = store.load("RUN").await.unwrap();
+        let shape: Vec<(&str, &str)> = entries.iter().map(|e| (e.kind.as_str(), e.status.as_str())).collect();
+        assert_eq!(
+            shape,
+            [("agent", "running"), ("decision", "ok")],
+            "no terminal: the running entry dangles"
+        );
+        assert_eq!(settles(&entries), [("error".to_string(), 1)]);
+        assert_eq!(audit_run(&store, "RUN").await.unwrap().verdict, Verdict::Consistent);
+        // An explicit resume redispatches from the turn-1 checkpoint.
+        clock.advance(1);
+        let world = TestWorld::new();
+        let engine = Engine::new(store.clone(), blobs, world.clone(), env, Profile::current(), "me");
+        let out = engine.resume("RUN", &Workflow::limit(), None).await.unwrap();
+        assert_eq!(out.value, Some(json!({"agentStatus": "limit"})));
+        assert_eq!((world.paid(), world.tools()), (2, 1));
+        let entries = store.load("RUN").await.unwrap();
+        assert_eq!(entries[2].ref_seq, Some(entries[0].seq));
+        assert_eq!(settles(&entries), [("error".to_string(), 1), ("ok".to_string(), 2)]);
+    });
+}

@@ -276,7 +276,23 @@ where
         lease: Lease,
         cancel: LocalFuture<'_, ()>,
     ) -> Result<Outcome, EngineError> {
+        let cancel: LocalFuture<'_, Result<(), EngineError>> = Box::pin(async move {
+            cancel.await;
+            Ok(())
+        });
         self.segment(run_id, wf, segment::Start::Resume, Some(lease), Some(cancel)).await
+    }
+
+    /// As [`Engine::resume_cancellable`], where `watch` answering `Err(Crashed)` means the
+    /// process died (the segment stops dead) and `Ok(())` cancels the segment.
+    pub async fn resume_watched(
+        &self,
+        run_id: &str,
+        wf: &Workflow,
+        lease: Lease,
+        watch: LocalFuture<'_, Result<(), EngineError>>,
+    ) -> Result<Outcome, EngineError> {
+        self.segment(run_id, wf, segment::Start::Resume, Some(lease), Some(watch)).await
     }
 
     /// rulvar's `deleteRun`: list the run's blobs, delete each (carrying `lease`), then the

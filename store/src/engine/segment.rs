@@ -150,7 +150,7 @@ where
         wf: &Workflow,
         start: Start,
         lease_in: Option<Lease>,
-        cancel: Option<LocalFuture<'_, ()>>,
+        cancel: Option<LocalFuture<'_, Result<(), EngineError>>>,
     ) -> Result<Outcome, EngineError> {
         if let Some(l) = &lease_in {
             if l.run_id != run_id {
@@ -234,10 +234,7 @@ where
         let watch: LocalFuture<'_, Result<(), EngineError>> = if owned {
             Box::pin(self.renew_loop(&seg.lease))
         } else if let Some(c) = cancel {
-            Box::pin(async move {
-                c.await;
-                Ok(())
-            })
+            c
         } else {
             Box::pin(futures::future::pending())
         };
@@ -258,8 +255,9 @@ where
             Some(Err(_)) => (RunStatus::Error, None),
         };
 
-        // Draining: a dispatch cut off by the cancel journals a `cancelled` terminal.
-        let cut = seg.inflight.borrow_mut().take();
+        // Draining: a dispatch cut off by the cancel journals a `cancelled` terminal. (A
+        // dispatch that failed on its own is not live: its running entry stays dangling.)
+        let cut = seg.inflight.borrow_mut().take().filter(|_| status == RunStatus::Cancelled);
         if let Some((rseq, kind, key)) = cut {
             let mut t = JournalEntry::new(0, &kind, "cancelled", Value::Null);
             t.key = key;

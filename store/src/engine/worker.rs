@@ -172,13 +172,16 @@ where
         let renew = async move {
             loop {
                 engine.env.sleep(every).await;
-                if engine.journal.renew(lease).await.is_err() {
-                    return;
+                fault_at(&engine.env, FaultPoint::WorkerDriveBeforeRenew, run_id, Some(lease)).await?;
+                match engine.journal.renew(lease).await {
+                    Ok(()) => {}
+                    Err(StoreError::Crashed { point }) => return Err(EngineError::Crashed { point }),
+                    Err(_) => return Ok(()),
                 }
                 super::segment::YieldNow(false).await;
             }
         };
-        engine.resume_cancellable(run_id, wf, lease.clone(), Box::pin(renew)).await
+        engine.resume_watched(run_id, wf, lease.clone(), Box::pin(renew)).await
     }
 
     /// Retention: brief lease (skip if held: `Ok(false)`), delete the run with its blobs,

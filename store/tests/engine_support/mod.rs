@@ -320,17 +320,22 @@ impl std::future::Future for Yield {
 pub struct RecordingBlobs<T> {
     pub inner: T,
     pub puts: Rc<RefCell<Vec<(String, bool)>>>,
+    /// Refuse the k-th put (1-based) with Busy; 0 never.
+    pub fail_put_at: Rc<Cell<usize>>,
 }
 
 impl<T> RecordingBlobs<T> {
     pub fn new(inner: T) -> RecordingBlobs<T> {
-        RecordingBlobs { inner, puts: Rc::default() }
+        RecordingBlobs { inner, puts: Rc::default(), fail_put_at: Rc::default() }
     }
 }
 
 impl<T: store::TranscriptStore> store::TranscriptStore for RecordingBlobs<T> {
     async fn put(&self, blob_ref: &str, bytes: &[u8], lease: Option<&Lease>) -> Result<()> {
         self.puts.borrow_mut().push((blob_ref.to_string(), lease.is_some()));
+        if self.puts.borrow().len() == self.fail_put_at.get() {
+            return Err(StoreError::Busy { code: 5, during: "blob_put" });
+        }
         self.inner.put(blob_ref, bytes, lease).await
     }
     async fn get(&self, blob_ref: &str) -> Result<Option<Vec<u8>>> {
