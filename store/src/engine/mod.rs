@@ -20,7 +20,7 @@ mod worker;
 mod workflow;
 mod world;
 
-pub use reconcile::{audit_run, audit_runs, reconcile_run_meta, RunAudit, Verdict};
+pub use reconcile::{audit_run, audit_runs, classify, reconcile_run_meta, RunAudit, Verdict};
 pub use segment::{decode_checkpoint, encode_checkpoint, CheckpointState};
 pub use worker::{Retention, SweepReport, Worker};
 pub use workflow::{await_key, Op, Workflow};
@@ -399,5 +399,45 @@ fn mentions(v: &Value, needle: &str) -> bool {
         Value::Array(a) => a.iter().any(|x| mentions(x, needle)),
         Value::Object(m) => m.iter().any(|(k, x)| k == needle || mentions(x, needle)),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso_time_formats_utc_milliseconds() {
+        assert_eq!(iso_time(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso_time(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+        assert_eq!(iso_time(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(iso_time(-1), "1969-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn checkpoint_codec_round_trips_and_never_fails() {
+        let state =
+            CheckpointState { v: 1, turns: 3, tool_calls_used: 2, messages: vec![serde_json::json!(1)] };
+        let bytes = encode_checkpoint(&state);
+        assert_eq!(bytes[0], 0x01);
+        assert_eq!(decode_checkpoint(&bytes), Some(state));
+        assert_eq!(decode_checkpoint(b""), None);
+        assert_eq!(decode_checkpoint(b"\x02{}"), None);
+        assert_eq!(decode_checkpoint(b"\x01not json"), None);
+        assert_eq!(decode_checkpoint(b"\x01{\"v\":2,\"turns\":1,\"toolCallsUsed\":0,\"messages\":[]}"), None);
+    }
+
+    #[test]
+    fn last_run_settle_skips_other_decisions() {
+        let mut settle = JournalEntry::new(
+            1,
+            "decision",
+            "ok",
+            serde_json::json!({"decisionType": "run_settle", "runStatus": "error"}),
+        );
+        settle.key = "run-settle".into();
+        let other = JournalEntry::new(2, "decision", "ok", serde_json::json!({"decisionType": "x"}));
+        assert_eq!(last_run_settle(&[settle, other]), Some((Seq(1), RunStatus::Error)));
+        assert_eq!(last_run_settle(&[]), None);
     }
 }
