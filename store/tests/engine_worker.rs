@@ -193,3 +193,86 @@ fn retention_deletes_under_the_fenced_current_profile() {
 fn retention_deletes_under_v1_44_1_without_passing_the_lease() {
     retention_on_sqlite(ProfileName::V1_44_1);
 }
+
+/// F4's worker path: the retention lease is superseded between acquire and the cascade.
+/// v1.44.1 passes no lease (and the store would ignore it): the live run is erased. v1.45.0
+/// fences the journal delete but not blobs: the blobs go, the journal survives. `current`
+/// refuses the first blob delete: nothing is lost.
+fn stale_retention(profile: ProfileName) -> (Vec<String>, usize, bool, Vec<(String, EngineError)>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f4.db");
+    let clock = ManualClock::starting_at(T0);
+    let plain: Rc<dyn Env> = Rc::new(ManualEnv::new(clock.clone()));
+    let profile = Profile::of(profile);
+    block_on(async {
+        let successor =
+            SqliteStore::open(SqliteOptions::new(&path).ttl_ms(TTL).profile(profile), plain.clone())
+                .await
+                .unwrap();
+        let (c, s) = (clock.clone(), successor.clone());
+        let hook_env: Rc<dyn Env> = Rc::new(ManualEnv::with_hook(
+            clock.clone(),
+            Rc::new(move |site: &store::FaultSite<'_>| -> Option<store::LocalFuture<'static, Result<(), store::Crash>>> {
+                if site.point != store::FaultPoint::WorkerRetentionAfterAcquire {
+                    return None;
+                }
+                let (c, s) = (c.clone(), s.clone());
+                Some(Box::pin(async move {
+                    // The retention worker stalls past its ttl; someone else takes the run.
+                    c.advance(TTL + 1);
+                    s.acquire("OLD", "successor").await.unwrap();
+                    Ok(())
+                }))
+            }),
+        ));
+        let store =
+            SqliteStore::open(SqliteOptions::new(&path).ttl_ms(TTL).profile(profile), hook_env.clone())
+                .await
+                .unwrap();
+        let host = Engine::new(store.clone(), store.transcripts(), TestWorld::new(), plain, profile, "host");
+        host.run("OLD", &Workflow::limit()).await.unwrap();
+        let engine = Rc::new(Engine::new(
+            store.clone(),
+            store.transcripts(),
+            TestWorld::new(),
+            hook_env,
+            profile,
+            "e",
+        ));
+        let report = Worker::new(engine, "worker", registry(), Some(ok_only)).sweep().await.unwrap();
+        let blobs = successor.transcripts().list("OLD").await.unwrap();
+        let entries = successor.load("OLD").await.unwrap().len();
+        let meta = successor.get_meta("OLD").await.unwrap().is_some();
+        (blobs, entries, meta, report.errors)
+    })
+}
+
+#[test]
+fn f4_stale_retention_erases_a_live_run_under_v1_44_1() {
+    let (blobs, entries, meta, errors) = stale_retention(ProfileName::V1_44_1);
+    assert!(blobs.is_empty());
+    assert_eq!((entries, meta), (0, false), "journal and meta erased under the successor's live lease");
+    assert!(errors.is_empty());
+}
+
+#[test]
+fn f4_blob_half_remains_under_v1_45_0() {
+    let (blobs, entries, meta, errors) = stale_retention(ProfileName::V1_45_0);
+    assert!(blobs.is_empty(), "the unfenced blob deletes landed");
+    assert_eq!((entries, meta), (2, true), "the fenced journal delete was refused (no journaled settle yet)");
+    assert!(
+        matches!(errors.as_slice(), [(_, EngineError::Store(store::StoreError::LeaseHeld { .. }))]),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn f4_is_closed_under_current() {
+    let (blobs, entries, meta, errors) = stale_retention(ProfileName::Current);
+    assert_eq!(blobs, ["OLD/ckpt/0"]);
+    assert_eq!((entries, meta), (3, true));
+    assert!(
+        matches!(errors.as_slice(), [(_, EngineError::Store(store::StoreError::LeaseHeld { .. }))]),
+        "{errors:?}"
+    );
+}
