@@ -130,6 +130,42 @@ fault_points! {
     SqliteListRunsBeforeRead => "sqlite.list_runs.before_read", Before;
     SqliteBlobGetBeforeRead => "sqlite.blob_get.before_read", Before;
     SqliteBlobListBeforeRead => "sqlite.blob_list.before_read", Before;
+
+    // The engine model and its host actors (moment `Engine`): between two durable writes.
+    /// Boot: the lease is held (or handed in); the boot `put_meta(running)` is not written.
+    EngineBootBeforeMeta => "engine.boot.before_meta", Engine;
+    /// A dispatch's `running` entry is durable; no paid call yet.
+    EngineDispatchAfterRunning => "engine.dispatch.after_running", Engine;
+    /// One paid provider call returned; nothing about it is durable yet.
+    EngineDispatchAfterProvider => "engine.dispatch.after_provider", Engine;
+    /// One tool side effect ran; its checkpoint is not saved yet.
+    EngineDispatchAfterTool => "engine.dispatch.after_tool", Engine;
+    /// The dispatch is done; its terminal entry is not appended yet.
+    EngineDispatchBeforeTerminal => "engine.dispatch.before_terminal", Engine;
+    /// A turn-boundary checkpoint is about to be saved.
+    EngineCheckpointBeforePut => "engine.checkpoint.before_put", Engine;
+    /// The checkpoint blob is saved.
+    EngineCheckpointAfterPut => "engine.checkpoint.after_put", Engine;
+    /// Settle: status computed; the `run_settle` append (if any) is not made yet.
+    EngineSettleBeforeRunSettle => "engine.settle.before_run_settle", Engine;
+    /// Settle: the `run_settle` append is durable; the terminal meta write is not.
+    EngineSettleAfterRunSettle => "engine.settle.after_run_settle", Engine;
+    /// Settle: the terminal meta write is done; the lease is not released.
+    EngineSettleAfterMeta => "engine.settle.after_meta", Engine;
+    /// A renew tick is due; `renew` is not called yet.
+    EngineRenewBeforeRenew => "engine.renew.before_renew", Engine;
+    /// Offline resolution: the brief lease is held; the resolution entry is not appended.
+    EngineResolveAfterAcquire => "engine.resolve.after_acquire", Engine;
+    /// A host `delete_run`: every blob is deleted; the journal delete is not made.
+    EngineDeleteAfterBlobs => "engine.delete.after_blobs", Engine;
+    /// Worker sweep: the candidate's lease is acquired; nothing loaded yet.
+    WorkerSweepAfterAcquire => "worker.sweep.after_acquire", Engine;
+    /// Worker retention: the brief lease is acquired; nothing deleted yet.
+    WorkerRetentionAfterAcquire => "worker.retention.after_acquire", Engine;
+    /// Worker retention: the run's blobs are deleted; the journal delete is not made.
+    WorkerRetentionAfterBlobs => "worker.retention.after_blobs", Engine;
+    /// Worker drive: a renew tick of the worker's lease is due; `renew` is not called yet.
+    WorkerDriveBeforeRenew => "worker.drive.before_renew", Engine;
 }
 
 impl FaultPoint {

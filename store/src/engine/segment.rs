@@ -1,0 +1,571 @@
+//! One segment: boot, execute (replay, dispatch, checkpoints, suspension), drain, settle,
+//! release. This is M3 of engine-model.md.
+//!
+//! Promises, in order: (1) a resume reads meta and loads the journal before it acquires;
+//! (2) an engine-owned lease is acquired before any write (a refusal means zero writes and
+//! zero paid calls) and renewed every `max(1, ttl/3)` ms concurrently with the body; any
+//! renew failure cancels the body and the segment settles `cancelled`; (3) the boot
+//! `put_meta(running, segments = k+1)` precedes every paid call, and its refusal fails the
+//! segment with zero paid calls; (4) dispatches are two-phase (`running`, paid work,
+//! terminal with `ref`), completed pairs replay for free, a dangling `running` entry
+//! redispatches under its own seq from its checkpoint, a non-replayable terminal reruns
+//! under a new seq (`limit` replays once the loaded journal's last settle is `ok`); (5) the
+//! settle follows the write-on-change rule and the profile's failure policy; (6) a crash
+//! stops everything at once.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::future::{select, Either};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use super::{
+    fault_at, iso_time, last_run_settle, release_quietly, Engine, EngineError, Op, Outcome, PaidCall,
+    SettleStage, ToolCall, Workflow, World, RUN_SETTLE_DECISION_TYPE,
+};
+use crate::env::LocalFuture;
+use crate::error::StoreError;
+use crate::fault::FaultPoint;
+use crate::profile::SettleFailurePolicy;
+use crate::spi::{JournalStore, LeasableStore, MetaLookup, TranscriptStore};
+use crate::types::{checkpoint_ref, JournalEntry, Lease, RunMeta, RunStatus, Seq};
+
+/// How the segment starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Start {
+    /// Genesis: no prior journal, a fresh genesis, `segments = 1`.
+    Fresh,
+    /// Resume: read meta, load the journal, `segments = k + 1`.
+    Resume,
+}
+
+/// The turn state saved at every tool-turn boundary: `[0x01] + JSON`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointState {
+    pub v: u32,
+    /// Model turns already paid.
+    pub turns: u32,
+    pub tool_calls_used: u32,
+    /// The accumulated history: one `{turn, reply, tool}` record per tool turn.
+    pub messages: Vec<Value>,
+}
+
+impl Default for CheckpointState {
+    fn default() -> Self {
+        CheckpointState { v: 1, turns: 0, tool_calls_used: 0, messages: Vec::new() }
+    }
+}
+
+/// The checkpoint blob of `state`.
+pub fn encode_checkpoint(state: &CheckpointState) -> Vec<u8> {
+    let mut bytes = vec![0x01];
+    bytes.extend(serde_json::to_vec(state).unwrap_or_default());
+    bytes
+}
+
+/// rulvar's `decodeCheckpoint`: never fails; `None` (boot from turn 0) for a wrong format
+/// byte, bad JSON or a wrong version.
+pub fn decode_checkpoint(bytes: &[u8]) -> Option<CheckpointState> {
+    let (&first, rest) = bytes.split_first()?;
+    if first != 0x01 {
+        return None;
+    }
+    let state: CheckpointState = serde_json::from_slice(rest).ok()?;
+    (state.v == 1).then_some(state)
+}
+
+/// What the forward match of one op against the prior journal says.
+enum Disposition {
+    /// An ok (or, in a run settled ok, limit) terminal: its value, zero calls.
+    Replay(Value),
+    /// A running entry with no terminal: redispatch under that seq.
+    Dangling(Seq),
+    /// A non-replayable terminal (error, limit, cancelled): a fresh dispatch.
+    Rerun,
+    /// No entry: a fresh dispatch.
+    Live,
+}
+
+/// The mutable state of one live segment.
+struct Seg<'a> {
+    run_id: &'a str,
+    lease: Lease,
+    prior: Vec<JournalEntry>,
+    appended: RefCell<Vec<JournalEntry>>,
+    next_seq: Cell<u64>,
+    /// The dispatch in flight: (running seq, kind, key).
+    inflight: RefCell<Option<(Seq, String, String)>>,
+    /// A failed append in this segment (rulvar's integrity latch).
+    latch: Cell<bool>,
+    /// The loaded journal's last settle is `ok` (limit terminals then replay).
+    settled_ok: bool,
+    segment_no: u64,
+    genesis: Option<String>,
+    carried: RunMeta,
+}
+
+/// Removes the run from the engine's live set when the segment ends (or is dropped).
+struct ActiveGuard<'a> {
+    set: &'a RefCell<BTreeSet<String>>,
+    run_id: String,
+}
+
+impl Drop for ActiveGuard<'_> {
+    fn drop(&mut self) {
+        self.set.borrow_mut().remove(&self.run_id);
+    }
+}
+
+/// Pending once, then ready: lets the other arm of a `select` run.
+pub(crate) struct YieldNow(pub(crate) bool);
+
+impl Future for YieldNow {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+}
+
+impl<J, T, W> Engine<J, T, W>
+where
+    J: JournalStore + LeasableStore + MetaLookup,
+    T: TranscriptStore,
+    W: World,
+{
+    pub(crate) async fn segment(
+        &self,
+        run_id: &str,
+        wf: &Workflow,
+        start: Start,
+        lease_in: Option<Lease>,
+        cancel: Option<LocalFuture<'_, Result<(), EngineError>>>,
+    ) -> Result<Outcome, EngineError> {
+        if let Some(l) = &lease_in {
+            if l.run_id != run_id {
+                return Err(EngineError::Config(format!(
+                    "lease names run {} but the segment is for run {run_id}",
+                    l.run_id
+                )));
+            }
+        }
+        if !self.active.borrow_mut().insert(run_id.to_string()) {
+            return Err(EngineError::Config(format!(
+                "run {run_id} already has a live segment in this engine"
+            )));
+        }
+        let _guard = ActiveGuard { set: &self.active, run_id: run_id.to_string() };
+
+        // Prepared: reads only (a resume loads before it acquires, as rulvar does).
+        let (prior, segments_before, genesis, carried) = match start {
+            Start::Fresh => {
+                let mut carried = RunMeta::new(run_id, RunStatus::Running);
+                carried.workflow_name = Some(wf.name.clone());
+                (Vec::new(), 0, Some(self.world.mint_genesis(run_id)), carried)
+            }
+            Start::Resume => {
+                let meta = self.journal.get_meta(run_id).await.map_err(EngineError::store)?;
+                if let Some(name) = meta.as_ref().and_then(|m| m.workflow_name.as_ref()) {
+                    if *name != wf.name {
+                        return Err(EngineError::Config(format!(
+                            "run {run_id} was started by workflow {name:?}, not {:?}",
+                            wf.name
+                        )));
+                    }
+                }
+                let entries = self.journal.load(run_id).await.map_err(EngineError::store)?;
+                let k = meta.as_ref().and_then(|m| m.segments).filter(|s| *s > 0).unwrap_or(1);
+                let genesis = meta.as_ref().and_then(|m| m.genesis.clone());
+                let mut carried = RunMeta::new(run_id, RunStatus::Running);
+                carried.workflow_name = Some(wf.name.clone());
+                if let Some(m) = meta {
+                    carried.extra = m.extra;
+                }
+                (entries, k, genesis, carried)
+            }
+        };
+
+        // Acquiring.
+        let owned = lease_in.is_none();
+        let lease = match lease_in {
+            Some(l) => l,
+            None => self.journal.acquire(run_id, &self.owner).await.map_err(EngineError::store)?,
+        };
+
+        let seg = Seg {
+            run_id,
+            next_seq: Cell::new(prior.iter().map(|e| e.seq.0 + 1).max().unwrap_or(0)),
+            settled_ok: last_run_settle(&prior).is_some_and(|(_, s)| s == RunStatus::Ok),
+            prior,
+            appended: RefCell::new(Vec::new()),
+            inflight: RefCell::new(None),
+            latch: Cell::new(false),
+            segment_no: segments_before + 1,
+            genesis,
+            carried,
+            lease,
+        };
+
+        // Owned -> Booted.
+        fault_at(&self.env, FaultPoint::EngineBootBeforeMeta, run_id, Some(&seg.lease)).await?;
+        let boot_meta = self.meta_record(&seg, RunStatus::Running);
+        if let Err(e) = self.journal.put_meta(&boot_meta, self.threaded(Some(&seg.lease))).await {
+            if let StoreError::Crashed { point } = e {
+                return Err(EngineError::Crashed { point });
+            }
+            if owned {
+                release_quietly(&self.journal, &seg.lease).await?;
+            }
+            return Err(EngineError::Store(e));
+        }
+
+        // Executing, raced against the renew loop (engine-owned) or the caller's cancel.
+        let watch: LocalFuture<'_, Result<(), EngineError>> = if owned {
+            Box::pin(self.renew_loop(&seg.lease))
+        } else if let Some(c) = cancel {
+            c
+        } else {
+            Box::pin(futures::future::pending())
+        };
+        let body: LocalFuture<'_, Result<Option<Value>, EngineError>> = Box::pin(self.body(&seg, wf));
+        let (body_result, watch_rest) = match select(body, watch).await {
+            Either::Left((res, watch)) => (Some(res), Some(watch)),
+            Either::Right((watched, body)) => {
+                drop(body);
+                watched?;
+                (None, None)
+            }
+        };
+        let (mut status, value) = match body_result {
+            None => (RunStatus::Cancelled, None),
+            Some(Ok(Some(v))) => (RunStatus::Ok, Some(v)),
+            Some(Ok(None)) => (RunStatus::Suspended, None),
+            Some(Err(e @ EngineError::Crashed { .. })) => return Err(e),
+            Some(Err(_)) => (RunStatus::Error, None),
+        };
+
+        // Draining: a dispatch cut off by the cancel journals a `cancelled` terminal. (A
+        // dispatch that failed on its own is not live: its running entry stays dangling.)
+        let cut = seg.inflight.borrow_mut().take().filter(|_| status == RunStatus::Cancelled);
+        if let Some((rseq, kind, key)) = cut {
+            let mut t = JournalEntry::new(0, &kind, "cancelled", Value::Null);
+            t.key = key;
+            t.ref_seq = Some(rseq);
+            if let Err(e @ EngineError::Crashed { .. }) = self.append(&seg, t).await {
+                return Err(e);
+            }
+        }
+        // Flush barrier: a lost append turns ok/suspended into error.
+        if seg.latch.get() && matches!(status, RunStatus::Ok | RunStatus::Suspended) {
+            status = RunStatus::Error;
+        }
+        let value = if status == RunStatus::Ok { value } else { None };
+
+        // Settle, while the renew loop keeps the lease alive (its failures no longer cancel).
+        let settle: LocalFuture<'_, Result<Outcome, EngineError>> =
+            Box::pin(self.settle(&seg, status, value));
+        let settled = match watch_rest {
+            Some(w) => match select(settle, w).await {
+                Either::Left((res, _)) => res,
+                Either::Right((watched, settle)) => {
+                    watched?;
+                    settle.await
+                }
+            },
+            None => settle.await,
+        };
+        if matches!(settled, Err(EngineError::Crashed { .. })) {
+            return settled;
+        }
+        if owned {
+            release_quietly(&self.journal, &seg.lease).await?;
+        }
+        settled
+    }
+
+    /// The engine-owned renew loop: returns `Ok(())` when a renew failed (the segment is
+    /// cancelled), `Err(Crashed)` when the process died.
+    async fn renew_loop(&self, lease: &Lease) -> Result<(), EngineError> {
+        let every = Duration::from_millis(self.renew_every_ms());
+        loop {
+            self.env.sleep(every).await;
+            fault_at(&self.env, FaultPoint::EngineRenewBeforeRenew, &lease.run_id, Some(lease)).await?;
+            match self.journal.renew(lease).await {
+                Ok(()) => {}
+                Err(StoreError::Crashed { point }) => return Err(EngineError::Crashed { point }),
+                Err(_) => return Ok(()),
+            }
+            YieldNow(false).await;
+        }
+    }
+
+    fn meta_record(&self, seg: &Seg<'_>, status: RunStatus) -> RunMeta {
+        let mut meta = seg.carried.clone();
+        meta.status = status;
+        meta.updated_at = Some(iso_time(self.env.now_ms()));
+        meta.segments = Some(seg.segment_no);
+        meta.genesis = seg.genesis.clone();
+        meta
+    }
+
+    /// The single append site: mint the seq (a failed append consumes it), append with the
+    /// lease, record success, latch failure.
+    async fn append(&self, seg: &Seg<'_>, mut entry: JournalEntry) -> Result<Seq, EngineError> {
+        let seq = Seq(seg.next_seq.get());
+        seg.next_seq.set(seq.0 + 1);
+        entry.seq = seq;
+        match self.journal.append(seg.run_id, &entry, Some(&seg.lease)).await {
+            Ok(()) => {
+                seg.appended.borrow_mut().push(entry);
+                Ok(seq)
+            }
+            Err(e) => {
+                seg.latch.set(true);
+                Err(EngineError::store(e))
+            }
+        }
+    }
+
+    /// The workflow body: `Some(value)` when it completed, `None` when it parked.
+    async fn body(&self, seg: &Seg<'_>, wf: &Workflow) -> Result<Option<Value>, EngineError> {
+        let mut out = Map::new();
+        for (index, op) in wf.ops.iter().enumerate() {
+            let key = op.journal_key(index);
+            let value = match op {
+                Op::Step { name } => self.dispatch(seg, name, "step", key, None).await?,
+                Op::Agent { name, tool_turns, max_turns, max_tool_calls } => {
+                    self.dispatch(seg, name, "agent", key, Some((*tool_turns, *max_turns, *max_tool_calls)))
+                        .await?
+                }
+                Op::Await { key: k } => match self.await_op(seg, k, key).await? {
+                    Some(v) => v,
+                    None => return Ok(None),
+                },
+            };
+            out.insert(op.field().to_string(), value);
+        }
+        Ok(Some(Value::Object(out)))
+    }
+
+    fn disposition(&self, seg: &Seg<'_>, kind: &str, key: &str) -> Disposition {
+        let Some(running) =
+            seg.prior.iter().rev().find(|e| e.key == key && e.kind == kind && e.status == "running")
+        else {
+            return Disposition::Live;
+        };
+        match seg.prior.iter().find(|e| e.ref_seq == Some(running.seq)) {
+            None => Disposition::Dangling(running.seq),
+            Some(t) if t.status == "ok" || t.status == "escalated" => Disposition::Replay(t.value.clone()),
+            Some(t) if t.status == "limit" && seg.settled_ok => Disposition::Replay(t.value.clone()),
+            Some(_) => Disposition::Rerun,
+        }
+    }
+
+    /// One two-phase dispatch of a step or an agent.
+    async fn dispatch(
+        &self,
+        seg: &Seg<'_>,
+        name: &str,
+        kind: &str,
+        key: String,
+        limits: Option<(u32, u32, u32)>,
+    ) -> Result<Value, EngineError> {
+        let env = &self.env;
+        let (rseq, restored) = match self.disposition(seg, kind, &key) {
+            Disposition::Replay(v) => return Ok(v),
+            Disposition::Dangling(s) => {
+                let restored = if limits.is_some() {
+                    let ck = checkpoint_ref(seg.run_id, s);
+                    self.transcripts
+                        .get(&ck)
+                        .await
+                        .map_err(EngineError::store)?
+                        .and_then(|b| decode_checkpoint(&b))
+                } else {
+                    None
+                };
+                (s, restored)
+            }
+            Disposition::Rerun | Disposition::Live => {
+                let mut running = JournalEntry::new(0, kind, "running", json!({ "op": name }));
+                running.key = key.clone();
+                let s = self.append(seg, running).await?;
+                fault_at(env, FaultPoint::EngineDispatchAfterRunning, seg.run_id, Some(&seg.lease)).await?;
+                (s, None)
+            }
+        };
+        *seg.inflight.borrow_mut() = Some((rseq, kind.to_string(), key.clone()));
+        let (status, value, saved) = match limits {
+            None => {
+                let call = ToolCall {
+                    run_id: seg.run_id.to_string(),
+                    op: name.to_string(),
+                    dispatch: rseq,
+                    turn: 0,
+                };
+                let v = self.world.tool_execute(&call).await;
+                fault_at(env, FaultPoint::EngineDispatchAfterTool, seg.run_id, Some(&seg.lease)).await?;
+                ("ok", v, false)
+            }
+            Some(l) => self.agent_loop(seg, name, rseq, l, restored.unwrap_or_default()).await?,
+        };
+        fault_at(env, FaultPoint::EngineDispatchBeforeTerminal, seg.run_id, Some(&seg.lease)).await?;
+        let mut terminal = JournalEntry::new(0, kind, status, value.clone());
+        terminal.key = key;
+        terminal.ref_seq = Some(rseq);
+        if saved {
+            terminal.extra.insert("checkpointRef".into(), Value::String(checkpoint_ref(seg.run_id, rseq)));
+        }
+        *seg.inflight.borrow_mut() = None;
+        self.append(seg, terminal).await?;
+        Ok(value)
+    }
+
+    /// The agent loop from `state`: returns (terminal status, value, whether a checkpoint was
+    /// saved in this segment).
+    async fn agent_loop(
+        &self,
+        seg: &Seg<'_>,
+        name: &str,
+        rseq: Seq,
+        (tool_turns, max_turns, max_tool_calls): (u32, u32, u32),
+        mut state: CheckpointState,
+    ) -> Result<(&'static str, Value, bool), EngineError> {
+        let env = &self.env;
+        let mut saved = false;
+        let limit = || ("limit", Value::String("limit".into()));
+        loop {
+            if state.turns >= max_turns {
+                let (s, v) = limit();
+                return Ok((s, v, saved));
+            }
+            let turn = state.turns;
+            let call =
+                PaidCall { run_id: seg.run_id.to_string(), op: name.to_string(), dispatch: rseq, turn };
+            let reply = self.world.provider_call(&call).await;
+            fault_at(env, FaultPoint::EngineDispatchAfterProvider, seg.run_id, Some(&seg.lease)).await?;
+            state.turns += 1;
+            if turn >= tool_turns {
+                return Ok(("ok", reply, saved));
+            }
+            if state.tool_calls_used >= max_tool_calls {
+                let (s, v) = limit();
+                return Ok((s, v, saved));
+            }
+            let call =
+                ToolCall { run_id: seg.run_id.to_string(), op: name.to_string(), dispatch: rseq, turn };
+            let result = self.world.tool_execute(&call).await;
+            fault_at(env, FaultPoint::EngineDispatchAfterTool, seg.run_id, Some(&seg.lease)).await?;
+            state.tool_calls_used += 1;
+            state.messages.push(json!({ "turn": turn, "reply": reply, "tool": result }));
+            fault_at(env, FaultPoint::EngineCheckpointBeforePut, seg.run_id, Some(&seg.lease)).await?;
+            let ck = checkpoint_ref(seg.run_id, rseq);
+            self.transcripts
+                .put(&ck, &encode_checkpoint(&state), self.threaded(Some(&seg.lease)))
+                .await
+                .map_err(EngineError::store)?;
+            fault_at(env, FaultPoint::EngineCheckpointAfterPut, seg.run_id, Some(&seg.lease)).await?;
+            saved = true;
+        }
+    }
+
+    /// An await: the resolution's value, or `None` (parked; the suspension is journaled once).
+    async fn await_op(&self, seg: &Seg<'_>, key: &str, jkey: String) -> Result<Option<Value>, EngineError> {
+        let open = seg.prior.iter().rev().find(|e| {
+            e.key == jkey && matches!(e.kind.as_str(), "external" | "approval") && e.status == "suspended"
+        });
+        if let Some(s) = open {
+            let resolution = seg.prior.iter().find(|e| e.kind == "resolution" && e.ref_seq == Some(s.seq));
+            return Ok(resolution.map(|r| r.value.clone()));
+        }
+        let mut entry = JournalEntry::new(0, "external", "suspended", json!({ "key": key }));
+        entry.key = jkey;
+        self.append(seg, entry).await?;
+        Ok(None)
+    }
+
+    /// SettleAppend (write-on-change) -> meta -> outcome. Release is the caller's.
+    async fn settle(
+        &self,
+        seg: &Seg<'_>,
+        status: RunStatus,
+        value: Option<Value>,
+    ) -> Result<Outcome, EngineError> {
+        let env = &self.env;
+        let policy = self.profile.settle_failure_policy;
+        if self.profile.settle_journaled {
+            let needed = {
+                let appended = seg.appended.borrow();
+                let mut snapshot: Vec<JournalEntry> = seg.prior.clone();
+                snapshot.extend(appended.iter().cloned());
+                let recorded = last_run_settle(&snapshot).map(|(_, s)| s);
+                !appended.is_empty()
+                    || recorded.is_some_and(|s| s != status)
+                    || (recorded.is_none() && !snapshot.is_empty())
+            };
+            if needed {
+                fault_at(env, FaultPoint::EngineSettleBeforeRunSettle, seg.run_id, Some(&seg.lease)).await?;
+                let mut entry = JournalEntry::new(
+                    0,
+                    "decision",
+                    "ok",
+                    json!({
+                        "decisionType": RUN_SETTLE_DECISION_TYPE,
+                        "runStatus": status.as_str(),
+                        "segment": seg.segment_no,
+                    }),
+                );
+                entry.key = "run-settle".into();
+                match self.append(seg, entry).await {
+                    Ok(_) => {
+                        fault_at(env, FaultPoint::EngineSettleAfterRunSettle, seg.run_id, Some(&seg.lease))
+                            .await?
+                    }
+                    Err(e @ EngineError::Crashed { .. }) => return Err(e),
+                    Err(EngineError::Store(e)) if policy == SettleFailurePolicy::LeaseHeldOnly => {
+                        return Err(match e {
+                            StoreError::LeaseHeld { .. } => {
+                                EngineError::Superseded { run_id: seg.run_id.to_string(), status }
+                            }
+                            other => EngineError::Settlement {
+                                run_id: seg.run_id.to_string(),
+                                status,
+                                stage: SettleStage::RunSettle,
+                                source: other,
+                            },
+                        });
+                    }
+                    Err(_) => {} // SwallowAll: the meta write still happens (F1's shape).
+                }
+            }
+        }
+        let meta = self.meta_record(seg, status);
+        match self.journal.put_meta(&meta, self.threaded(Some(&seg.lease))).await {
+            Ok(()) => {}
+            Err(StoreError::Crashed { point }) => return Err(EngineError::Crashed { point }),
+            Err(StoreError::LeaseHeld { .. }) => {}
+            Err(e) if policy == SettleFailurePolicy::LeaseHeldOnly => {
+                return Err(EngineError::Settlement {
+                    run_id: seg.run_id.to_string(),
+                    status,
+                    stage: SettleStage::Meta,
+                    source: e,
+                })
+            }
+            Err(_) => {}
+        }
+        fault_at(env, FaultPoint::EngineSettleAfterMeta, seg.run_id, Some(&seg.lease)).await?;
+        Ok(Outcome { status, value, segment: seg.segment_no })
+    }
+}

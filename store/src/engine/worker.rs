@@ -1,0 +1,208 @@
+//! The queue worker (rulvar's `createWorker` sweep, engine-model.md 5.2-5.4): finds
+//! resumable runs, drives each under its own lease, and applies retention to terminal ones.
+//!
+//! Promises: the worker acquires before it loads; a held lease is skipped (never raced); a
+//! suspended run whose journal length and genesis are unchanged since this worker parked it
+//! is released and skipped; while a drive runs, the worker renews every `max(1, ttl/3)` ms
+//! and cancels the segment on the first renew failure; the lease is released quietly after.
+//! Retention acquires a brief lease and deletes the run with its blobs; the lease is passed
+//! to the deletes only under `EngineThreading::All` (rulvar <= v1.44.1 acquired but did not
+//! pass it). Drives run one at a time (rulvar's default concurrency of 1).
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use super::{fault_at, release_quietly, Engine, EngineError, Outcome, Workflow, World};
+use crate::error::StoreError;
+use crate::fault::FaultPoint;
+use crate::profile::EngineThreading;
+use crate::spi::{JournalStore, LeasableStore, MetaLookup, TranscriptStore};
+use crate::types::{Lease, RunFilter, RunMeta, RunStatus};
+
+/// The retention predicate: `true` deletes a terminal run.
+pub type Retention = fn(&RunMeta) -> bool;
+
+/// What one sweep did, per run id (in list order).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SweepReport {
+    /// Runs driven, with the settled outcome.
+    pub driven: Vec<(String, Outcome)>,
+    /// Runs whose acquire found a live lease.
+    pub skipped_held: Vec<String>,
+    /// Suspended runs with nothing new since this worker parked them.
+    pub skipped_parked: Vec<String>,
+    /// Terminal runs deleted by retention.
+    pub deleted: Vec<String>,
+    /// Runs whose drive or retention failed, with the error (reported, not fatal).
+    pub errors: Vec<(String, EngineError)>,
+}
+
+/// The worker.
+pub struct Worker<J, T, W> {
+    engine: Rc<Engine<J, T, W>>,
+    owner: String,
+    registry: BTreeMap<String, Workflow>,
+    retention: Option<Retention>,
+    /// rulvar's `suspendedAt`: run -> (journal length, genesis) when this worker parked it.
+    parked: RefCell<BTreeMap<String, (usize, Option<String>)>>,
+}
+
+impl<J, T, W> Worker<J, T, W>
+where
+    J: JournalStore + LeasableStore + MetaLookup,
+    T: TranscriptStore,
+    W: World,
+{
+    /// `registry` maps `meta.workflow_name` to the workflow to resume with.
+    pub fn new(
+        engine: Rc<Engine<J, T, W>>,
+        owner: impl Into<String>,
+        registry: BTreeMap<String, Workflow>,
+        retention: Option<Retention>,
+    ) -> Self {
+        Worker { engine, owner: owner.into(), registry, retention, parked: RefCell::new(BTreeMap::new()) }
+    }
+
+    pub fn engine(&self) -> &Rc<Engine<J, T, W>> {
+        &self.engine
+    }
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// One sweep. Only a crash is an error; everything else lands in the report.
+    pub async fn sweep(&self) -> Result<SweepReport, EngineError> {
+        let journal = &self.engine.journal;
+        let filter = if self.retention.is_some() { RunFilter::default() } else { RunFilter::resumable() };
+        let metas = journal.list_runs(&filter).await.map_err(EngineError::store)?;
+        {
+            let live: Vec<&str> =
+                metas.iter().filter(|m| !m.status.is_terminal()).map(|m| m.run_id.as_str()).collect();
+            self.parked.borrow_mut().retain(|run, _| live.contains(&run.as_str()));
+        }
+        let mut report = SweepReport::default();
+        for meta in metas {
+            let run_id = meta.run_id.clone();
+            if meta.status.is_terminal() {
+                if self.retention.is_some_and(|keep_not| keep_not(&meta)) {
+                    match self.apply_retention(&run_id).await {
+                        Ok(true) => report.deleted.push(run_id),
+                        Ok(false) => report.skipped_held.push(run_id),
+                        Err(e @ EngineError::Crashed { .. }) => return Err(e),
+                        Err(e) => report.errors.push((run_id, e)),
+                    }
+                }
+                continue;
+            }
+            let Some(wf) = meta.workflow_name.as_ref().and_then(|n| self.registry.get(n)) else {
+                report.errors.push((
+                    run_id,
+                    EngineError::Config(format!("no workflow registered as {:?}", meta.workflow_name)),
+                ));
+                continue;
+            };
+            let lease = match journal.acquire(&run_id, &self.owner).await {
+                Ok(l) => l,
+                Err(StoreError::LeaseHeld { .. }) => {
+                    report.skipped_held.push(run_id);
+                    continue;
+                }
+                Err(e) => {
+                    let e = EngineError::store(e);
+                    if matches!(e, EngineError::Crashed { .. }) {
+                        return Err(e);
+                    }
+                    report.errors.push((run_id, e));
+                    continue;
+                }
+            };
+            fault_at(&self.engine.env, FaultPoint::WorkerSweepAfterAcquire, &run_id, Some(&lease)).await?;
+            let entries = match journal.load(&run_id).await {
+                Ok(e) => e,
+                Err(e) => {
+                    let e = EngineError::store(e);
+                    if matches!(e, EngineError::Crashed { .. }) {
+                        return Err(e);
+                    }
+                    release_quietly(journal, &lease).await?;
+                    report.errors.push((run_id, e));
+                    continue;
+                }
+            };
+            if meta.status == RunStatus::Suspended
+                && self.parked.borrow().get(&run_id) == Some(&(entries.len(), meta.genesis.clone()))
+            {
+                release_quietly(journal, &lease).await?;
+                report.skipped_parked.push(run_id);
+                continue;
+            }
+            let result = self.drive(&run_id, wf, &lease).await;
+            match result {
+                Err(e @ EngineError::Crashed { .. }) => return Err(e),
+                Ok(outcome) => {
+                    if outcome.status == RunStatus::Suspended {
+                        let len = journal.load(&run_id).await.map_err(EngineError::store);
+                        match len {
+                            Ok(entries) => {
+                                self.parked
+                                    .borrow_mut()
+                                    .insert(run_id.clone(), (entries.len(), meta.genesis.clone()));
+                            }
+                            Err(e @ EngineError::Crashed { .. }) => return Err(e),
+                            Err(_) => {}
+                        }
+                    } else {
+                        self.parked.borrow_mut().remove(&run_id);
+                    }
+                    report.driven.push((run_id, outcome));
+                }
+                Err(e) => report.errors.push((run_id, e)),
+            }
+            release_quietly(journal, &lease).await?;
+        }
+        Ok(report)
+    }
+
+    /// `engine.resume(lease)` while this worker renews; a renew failure cancels the segment.
+    async fn drive(&self, run_id: &str, wf: &Workflow, lease: &Lease) -> Result<Outcome, EngineError> {
+        let engine = &self.engine;
+        let every = Duration::from_millis(engine.renew_every_ms());
+        let renew = async move {
+            loop {
+                engine.env.sleep(every).await;
+                fault_at(&engine.env, FaultPoint::WorkerDriveBeforeRenew, run_id, Some(lease)).await?;
+                match engine.journal.renew(lease).await {
+                    Ok(()) => {}
+                    Err(StoreError::Crashed { point }) => return Err(EngineError::Crashed { point }),
+                    Err(_) => return Ok(()),
+                }
+                super::segment::YieldNow(false).await;
+            }
+        };
+        engine.resume_watched(run_id, wf, lease.clone(), Box::pin(renew)).await
+    }
+
+    /// Retention: brief lease (skip if held: `Ok(false)`), delete the run with its blobs,
+    /// release quietly (the delete removed the lease row, so the release normally fails).
+    async fn apply_retention(&self, run_id: &str) -> Result<bool, EngineError> {
+        let engine = &self.engine;
+        let lease = match engine.journal.acquire(run_id, &self.owner).await {
+            Ok(l) => l,
+            Err(StoreError::LeaseHeld { .. }) => return Ok(false),
+            Err(e) => return Err(EngineError::store(e)),
+        };
+        fault_at(&engine.env, FaultPoint::WorkerRetentionAfterAcquire, run_id, Some(&lease)).await?;
+        let passed = match engine.profile.engine_threading {
+            EngineThreading::All => Some(&lease),
+            EngineThreading::AppendOnly => None,
+        };
+        let result = engine.delete_cascade(run_id, passed, FaultPoint::WorkerRetentionAfterBlobs).await;
+        if matches!(result, Err(EngineError::Crashed { .. })) {
+            return result.map(|()| true);
+        }
+        release_quietly(&engine.journal, &lease).await?;
+        result.map(|()| true)
+    }
+}
