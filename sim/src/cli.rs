@@ -75,6 +75,13 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Benchmark: soak seeds per second on one core, and the sweep's peak RSS.
+    Bench {
+        #[arg(long, default_value_t = 2000)]
+        seeds: u64,
+        #[arg(long, default_value = "soak")]
+        scenario: String,
+    },
     /// Merge shard reports (JSON) into one.
     Merge {
         files: Vec<PathBuf>,
@@ -223,6 +230,34 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                 }
             }
             i32::from(failed)
+        }
+        Command::Bench { seeds, scenario } => {
+            let scenario = match find_scenario(catalog, &scenario) {
+                Ok(s) => s,
+                Err(e) => return usage(e),
+            };
+            let opts = SweepOptions {
+                profile: ProfileName::Current,
+                range: SeedRange { start: 0, end: seeds.max(1) },
+                shard: None,
+                jobs: 1,
+                fail_fast: false,
+                check_determinism: false,
+                progress: std::io::stderr().is_terminal(),
+            };
+            let report = sweep::run(scenario, &opts);
+            print!("{}", report.summary_table());
+            let peak = std::fs::read_to_string("/proc/self/status")
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find(|l| l.starts_with("VmHWM:"))
+                        .map(|l| l.trim_start_matches("VmHWM:").trim().to_string())
+                })
+                .unwrap_or_else(|| "unknown".into());
+            println!("peak RSS of the {}-seed sweep: {peak}", report.seeds_run);
+            println!("{} seeds per second on one core: {:.1}", scenario.name(), report.seeds_per_sec);
+            i32::from(!report.failures.is_empty())
         }
         Command::Merge { files, json } => {
             let mut parts = Vec::new();
