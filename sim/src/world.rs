@@ -85,7 +85,7 @@ pub struct WorldState {
     pub incarnations: RefCell<Vec<u32>>,
     pub alive: RefCell<Vec<bool>>,
     pub node_ids: RefCell<Vec<madsim::task::NodeId>>,
-    restart_tx: mpsc::UnboundedSender<(u32, u64)>,
+    restart_tx: RefCell<Option<mpsc::UnboundedSender<(u32, u64)>>>,
     restart_rx: RefCell<Option<mpsc::UnboundedReceiver<(u32, u64)>>>,
 }
 
@@ -141,19 +141,27 @@ impl WorldState {
             fault: String::new(),
             call: None,
         });
-        let _ = self.restart_tx.unbounded_send((node, restart_after_ms));
+        if let Some(tx) = self.restart_tx.borrow().as_ref() {
+            let _ = tx.unbounded_send((node, restart_after_ms));
+        }
         madsim::runtime::Handle::current().kill(id);
     }
 
     /// Restart requests from crashed nodes; the supervisor drives them with
     /// [`WorldState::restart_loop`].
+    /// Holds the world only weakly, so a run's state is freed with the run even when the
+    /// runtime keeps a pending timer.
     pub async fn restart_loop(self: Rc<WorldState>) {
         let Some(mut rx) = self.restart_rx.borrow_mut().take() else { return };
+        let weak = Rc::downgrade(&self);
+        drop(self);
         while let Some((node, after_ms)) = rx.next().await {
-            let w = self.clone();
+            let w = weak.clone();
             madsim::task::spawn_local(async move {
                 madsim::time::sleep(Duration::from_millis(after_ms)).await;
-                w.restart(node);
+                if let Some(w) = w.upgrade() {
+                    w.restart(node);
+                }
             });
         }
     }
@@ -281,7 +289,7 @@ pub fn run(scenario: &'static dyn Scenario, profile: Profile, plan: Plan) -> Res
         incarnations: RefCell::new(vec![0; nodes as usize]),
         alive: RefCell::new(vec![true; nodes as usize]),
         node_ids: RefCell::new(Vec::new()),
-        restart_tx: tx,
+        restart_tx: RefCell::new(Some(tx)),
         restart_rx: RefCell::new(Some(rx)),
     });
     let sched_seed = stream_key(world.plan.seed, "scheduler", 0);
@@ -317,6 +325,7 @@ async fn drive(scenario: &'static dyn Scenario, world: Rc<WorldState>) -> Result
     madsim::task::spawn_local(world.clone().restart_loop());
     scenario.supervise(world.clone()).await;
     world.faults_on.set(false);
+    world.restart_tx.borrow_mut().take();
     world.kill_all();
     madsim::time::sleep(Duration::from_millis(1)).await;
     let end_ns = now_ns();
