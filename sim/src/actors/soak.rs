@@ -206,13 +206,20 @@ impl Writer {
         madsim::time::sleep(Duration::from_millis(ms.max(1))).await;
     }
 
-    /// rulvar's `attempt`: busy is retried (up to 500 rounds), lease and order are answers.
+    /// rulvar's `attempt`: busy is retried, lease and order are answers. rulvar bounds the
+    /// retries at 500 rounds of 1-3 ms; here the simulator can stall a lock holder past the
+    /// ttl several times inside one transaction, so the bound is 500 rounds AND at least
+    /// 40 ttls of virtual time (a writer starved that long is a real liveness failure).
     async fn attempt<T, F, Fut>(&self, surface: &'static str, mut op: F) -> Result<Try<T>, Fatal>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, StoreError>>,
     {
-        for _ in 0..500 {
+        let started = crate::env::now_ns();
+        let patience = self.shared.ttl_ms * 40 * 1_000_000;
+        let mut round = 0u32;
+        while round < 500 || crate::env::now_ns() - started < patience {
+            round += 1;
             match op().await {
                 Ok(v) => return Ok(Try::Ok(v)),
                 Err(StoreError::LeaseHeld { .. }) => return Ok(Try::Lease),
@@ -228,8 +235,8 @@ impl Writer {
                 }
             }
         }
-        self.log_msg("error", Some(surface), "busy for 500 rounds".into());
-        Err(Fatal(format!("{surface}: busy for 500 rounds")))
+        self.log_msg("error", Some(surface), format!("busy for {round} rounds"));
+        Err(Fatal(format!("{surface}: busy for {round} rounds")))
     }
 
     async fn tail_seq(&self) -> Result<u64, Fatal> {
