@@ -2,11 +2,20 @@
 //! it adds to the generic oracle), plus the negative tests, regression tests and snapshot
 //! tests under `tests/`.
 
+pub mod engine;
 pub mod soak;
 
 use sim::world::Scenario;
 
 /// Every scenario, by name.
 pub fn catalog() -> Vec<&'static dyn Scenario> {
-    vec![&soak::SOAK, &soak::F3_CHECK_THEN_MUTATE, &soak::BOOT_RACE]
+    vec![
+        &soak::SOAK,
+        &soak::F3_CHECK_THEN_MUTATE,
+        &soak::BOOT_RACE,
+        &engine::QUEUE,
+        &engine::F1_STALE_SETTLE,
+        &engine::F2_STALE_CHECKPOINT,
+        &engine::F4_STALE_RETENTION,
+    ]
 }

@@ -113,6 +113,7 @@ impl Scenario for Soak {
             fire_per_mille: (5, 60),
             stall_per_mille: (200, 600),
             stall_past_ttl_per_mille: (100, 500),
+            stall_past_ttl_max_pct: 160,
             crash_per_mille: (0, 80),
             occurrences: 300,
             skew_ms_max: 20,

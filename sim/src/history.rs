@@ -222,6 +222,40 @@ pub struct PointStats {
     pub crashed: u64,
 }
 
+/// What the engine actors did outside the store: payments, side effects, submissions and
+/// settled segments. Engine-level properties judge these against the store history.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "fact", rename_all = "snake_case")]
+pub enum FactKind {
+    /// A run was started by its host (a fresh `engine.run`), with its workflow's name.
+    Submitted { run_id: String, workflow: String },
+    /// One paid provider call of turn `turn` of the dispatch whose running entry is `dispatch`.
+    Paid { run_id: String, op: String, dispatch: u64, turn: u32 },
+    /// One tool side effect.
+    Tool { run_id: String, op: String, dispatch: u64, turn: u32 },
+    /// A segment settled (its handle resolved) with this status and value.
+    Settled { run_id: String, status: String, value: Option<String>, segment: u64 },
+    /// A segment or host operation failed (not a crash).
+    Failed { run_id: String, what: String, error: String },
+    /// The heal began: faults off, every node restarted.
+    Healed,
+}
+
+/// One engine fact.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Fact {
+    pub at_ns: u64,
+    /// How many mutations the store had applied when the fact happened: every mutation
+    /// with `applied.order < applied_before` happened before it.
+    pub applied_before: usize,
+    pub node: u32,
+    pub incarnation: u32,
+    /// The acting identity (the engine's lease owner); empty for world-level facts.
+    pub owner: String,
+    #[serde(flatten)]
+    pub kind: FactKind,
+}
+
 /// The whole history of one run.
 #[derive(Default)]
 pub struct History {
@@ -229,6 +263,7 @@ pub struct History {
     pub events: Vec<Event>,
     pub applied_count: usize,
     pub points: std::collections::BTreeMap<&'static str, PointStats>,
+    pub facts: Vec<Fact>,
 }
 
 /// Shared handle to the history.
@@ -323,6 +358,37 @@ impl Recorder {
 
     pub fn event(&self, e: Event) {
         self.inner.borrow_mut().events.push(e);
+    }
+
+    /// Record an engine fact (and its timeline line).
+    pub fn fact(&self, node: u32, incarnation: u32, owner: &str, at_ns: u64, kind: FactKind) {
+        let mut h = self.inner.borrow_mut();
+        let (op, outcome) = match &kind {
+            FactKind::Submitted { run_id, workflow } => (format!("SUBMIT {run_id}"), workflow.clone()),
+            FactKind::Paid { run_id, op, dispatch, turn } => {
+                (format!("PAY {run_id} {op} dispatch={dispatch} turn={turn}"), String::new())
+            }
+            FactKind::Tool { run_id, op, dispatch, turn } => {
+                (format!("TOOL {run_id} {op} dispatch={dispatch} turn={turn}"), String::new())
+            }
+            FactKind::Settled { run_id, status, segment, .. } => {
+                (format!("SETTLED {run_id} segment={segment}"), status.clone())
+            }
+            FactKind::Failed { run_id, what, error } => (format!("FAILED {what} {run_id}"), error.clone()),
+            FactKind::Healed => ("HEAL".to_string(), "faults off, every node up".to_string()),
+        };
+        let node_col = if matches!(kind, FactKind::Healed) { None } else { Some(node) };
+        h.events.push(Event {
+            at_ns,
+            node: node_col,
+            epoch: None,
+            op,
+            outcome,
+            fault: String::new(),
+            call: None,
+        });
+        let applied_before = h.applied_count;
+        h.facts.push(Fact { at_ns, applied_before, node, incarnation, owner: owner.to_string(), kind });
     }
 
     pub fn point(&self, name: &'static str, fired: bool, crashed: bool) {

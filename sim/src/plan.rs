@@ -104,6 +104,8 @@ pub struct FaultProfile {
     pub fire_per_mille: (u32, u32),
     pub stall_per_mille: (u32, u32),
     pub stall_past_ttl_per_mille: (u32, u32),
+    /// The longest stall past the ttl, in percent of the ttl (at least 106).
+    pub stall_past_ttl_max_pct: u64,
     pub crash_per_mille: (u32, u32),
     /// How many occurrences per (node, point) the plan covers.
     pub occurrences: u32,
@@ -123,6 +125,7 @@ impl FaultProfile {
             fire_per_mille: (0, 0),
             stall_per_mille: (0, 0),
             stall_past_ttl_per_mille: (0, 0),
+            stall_past_ttl_max_pct: 160,
             crash_per_mille: (0, 0),
             occurrences: 0,
             skew_ms_max: 0,
@@ -168,7 +171,12 @@ impl Plan {
                         Action::Crash { restart_after_ms: r.between(20, 2 * knobs.ttl_ms) }
                     } else if r.chance(stall_per_mille) {
                         if r.chance(stall_past_ttl_per_mille) {
-                            Action::Stall { ms: r.between(knobs.ttl_ms * 105 / 100, knobs.ttl_ms * 16 / 10) }
+                            Action::Stall {
+                                ms: r.between(
+                                    knobs.ttl_ms * 105 / 100,
+                                    knobs.ttl_ms * faults.stall_past_ttl_max_pct.max(106) / 100,
+                                ),
+                            }
                         } else {
                             Action::Stall { ms: r.between(1, 20) }
                         }

@@ -128,6 +128,34 @@ impl WorldState {
             .flatten()
     }
 
+    /// Every meta row's (run id, status) right now, through the observer connection
+    /// (empty when the schema is not up yet).
+    pub fn observe_statuses(&self) -> Vec<(String, String)> {
+        let obs = self.observer.borrow();
+        let Some(conn) = obs.as_ref() else { return Vec::new() };
+        let rows =
+            conn.prepare_cached("SELECT run_id, payload FROM meta ORDER BY run_id").and_then(|mut s| {
+                s.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            });
+        rows.unwrap_or_default()
+            .into_iter()
+            .map(|(run, payload)| {
+                let status = store::RunMeta::from_json(&payload)
+                    .map_or("unreadable".to_string(), |m| m.status.to_string());
+                (run, status)
+            })
+            .collect()
+    }
+
+    /// Restart every dead node now (the heal).
+    pub fn restart_all(&self) {
+        let n = self.alive.borrow().len() as u32;
+        for i in 0..n {
+            self.restart(i);
+        }
+    }
+
     /// The calling node dies here; the supervisor restarts it later.
     pub fn crash_self(&self, node: u32, restart_after_ms: u64) {
         self.alive.borrow_mut()[node as usize] = false;

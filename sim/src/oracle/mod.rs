@@ -8,6 +8,7 @@
 //! the journal shows no inversion, and a stale renew or release, which leave no trace in
 //! any writer's report.
 
+pub mod engine;
 pub mod model;
 pub mod properties;
 
@@ -49,11 +50,17 @@ pub struct Expect {
     pub contiguous_seqs: bool,
 }
 
-/// Judge one run with every store-level property.
+/// Every property: the store-level ones, then the engine-level ones.
+pub fn all_properties() -> impl Iterator<Item = &'static Property> {
+    properties::ALL.iter().chain(engine::ALL.iter())
+}
+
+/// Judge one run with every property (an engine property over a history without engine
+/// facts or engine writes finds nothing to judge).
 pub fn judge(history: &History, fin: &FinalState, expect: Expect) -> Vec<Violation> {
     let judged = model::Judged::build(history, fin, expect);
     let mut out = Vec::new();
-    for p in properties::ALL {
+    for p in all_properties() {
         (p.check)(&judged, &mut out);
     }
     out

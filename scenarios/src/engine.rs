@@ -1,0 +1,418 @@
+//! The engine scenarios: queue workers, hosts and resolvers driving runs through the engine
+//! model over the shared SQLite file, with swarm faults at every store and engine point.
+//!
+//! `queue` is the generic one: several nodes, each a host (starts its share of the runs and
+//! now and then explicitly resumes one of its terminal runs, a user's retry), a queue
+//! worker (sweep, drive under a renewed lease, retention of `tmp-` runs) and a resolver
+//! (answers open suspensions offline). A safety phase with faults, then the heal: faults
+//! off, every node restarted, every suspension answered, until every run is terminal.
+//! The targeted variants (`f1-stale-settle`, `f2-stale-checkpoint`, `f4-stale-retention`)
+//! keep the same actors and put their faults around one window, with swarm variation.
+//!
+//! Nothing here judges: the generic oracle (store and engine properties) does.
+
+use std::any::Any;
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use sim::actors::engine::{catalog_workflows, resolution_value, FactSink, LedgerWorld};
+use sim::history::{FactKind, History};
+use sim::oracle::Violation;
+use sim::plan::{FaultProfile, Knobs, Plan};
+use sim::recorded::{RecordedStore, RecordedTranscripts};
+use sim::seed::{rng, Draw};
+use sim::world::{FinalState, NodeCtx, Scenario, WorldState};
+use store::engine::{Engine, Worker, Workflow};
+use store::{FaultPoint, JournalStore, LocalFuture, MetaLookup, Moment, RunFilter, RunMeta, RunStatus};
+
+type SimEngine = Engine<RecordedStore, RecordedTranscripts, LedgerWorld>;
+
+/// Where an engine scenario puts its faults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Focus {
+    /// Every store and engine point.
+    Everywhere,
+    /// Renew ticks stall past the ttl (the segment is superseded while its body runs on),
+    /// and the settle's writes stall or crash.
+    StaleSettle,
+    /// Renew ticks and checkpoint saves stall past the ttl: two segments continue one attempt.
+    StaleCheckpoint,
+    /// The retention cascade stalls past the ttl while hosts retry terminal runs.
+    StaleRetention,
+}
+
+/// An engine scenario: its actors' mix and its fault focus.
+pub struct EngineScenario {
+    pub name: &'static str,
+    pub describe: &'static str,
+    pub nodes: (u64, u64),
+    pub runs: (u64, u64),
+    /// Workflow names drawn per run (from the worker registry).
+    pub workflows: &'static [&'static str],
+    /// Share of runs named `tmp-*` (deleted by retention once terminal), per mille.
+    pub tmp_per_mille: u32,
+    /// Chance per host tick (every 100-400 ms) to explicitly resume one terminal run.
+    pub retry_per_mille: u32,
+    pub focus: Focus,
+    pub key_points: &'static [&'static str],
+}
+
+pub static QUEUE: EngineScenario = EngineScenario {
+    name: "queue",
+    describe: "queue workers, hosts and resolvers over many runs (both workflow kinds, suspensions, retention, retries) with swarm faults, then a heal",
+    nodes: (2, 4),
+    runs: (3, 7),
+    workflows: &["happy", "limit", "approval", "pipeline"],
+    tmp_per_mille: 300,
+    retry_per_mille: 150,
+    focus: Focus::Everywhere,
+    key_points: &[],
+};
+
+pub static F1_STALE_SETTLE: EngineScenario = EngineScenario {
+    name: "f1-stale-settle",
+    describe: "a superseded segment settles after its successor took over (F1: stale terminal meta write)",
+    nodes: (2, 3),
+    runs: (1, 3),
+    workflows: &["happy", "pipeline"],
+    tmp_per_mille: 0,
+    retry_per_mille: 0,
+    focus: Focus::StaleSettle,
+    key_points: &["worker.drive.before_renew"],
+};
+
+pub static F2_STALE_CHECKPOINT: EngineScenario = EngineScenario {
+    name: "f2-stale-checkpoint",
+    describe: "two segments continue one agent attempt; the superseded one saves its checkpoint late (F2)",
+    nodes: (2, 3),
+    runs: (1, 2),
+    workflows: &["pipeline"],
+    tmp_per_mille: 0,
+    retry_per_mille: 0,
+    focus: Focus::StaleCheckpoint,
+    key_points: &["worker.drive.before_renew"],
+};
+
+pub static F4_STALE_RETENTION: EngineScenario = EngineScenario {
+    name: "f4-stale-retention",
+    describe: "a retention worker's brief lease is superseded mid-cascade while a host retries the run (F4)",
+    nodes: (2, 3),
+    runs: (1, 3),
+    workflows: &["happy", "pipeline"],
+    tmp_per_mille: 1000,
+    retry_per_mille: 700,
+    focus: Focus::StaleRetention,
+    key_points: &["worker.retention.after_acquire"],
+};
+
+/// One run of the workload.
+#[derive(Clone, Debug)]
+pub struct RunSpec {
+    pub run_id: String,
+    pub workflow: Workflow,
+    /// Virtual ms after the start at which its host starts it.
+    pub start_ms: u64,
+}
+
+/// What the nodes and the supervisor of one run share.
+pub struct QueueShared {
+    pub seed: u64,
+    pub runs: Vec<RunSpec>,
+    pub registry: BTreeMap<String, Workflow>,
+    pub stop: Cell<bool>,
+    pub heal: Cell<bool>,
+    pub retry_per_mille: u32,
+}
+
+fn shared(world: &WorldState) -> Option<Rc<QueueShared>> {
+    world.shared.clone().downcast::<QueueShared>().ok()
+}
+
+fn retention(meta: &RunMeta) -> bool {
+    meta.run_id.starts_with("tmp-")
+}
+
+impl EngineScenario {
+    fn points(&self) -> (Vec<FaultPoint>, Vec<FaultPoint>) {
+        let named = |names: &[&str]| -> Vec<FaultPoint> {
+            names.iter().filter_map(|n| FaultPoint::from_name(n)).collect()
+        };
+        match self.focus {
+            Focus::Everywhere => {
+                let points: Vec<FaultPoint> = FaultPoint::ALL.to_vec();
+                let crash = points
+                    .iter()
+                    .copied()
+                    .filter(|p| !matches!(p.moment(), Moment::Before | Moment::Boot))
+                    .collect();
+                (points, crash)
+            }
+            Focus::StaleSettle => (
+                named(&[
+                    "worker.drive.before_renew",
+                    "engine.renew.before_renew",
+                    "engine.dispatch.after_provider",
+                    "engine.dispatch.before_terminal",
+                    "engine.settle.before_run_settle",
+                    "engine.settle.after_run_settle",
+                    "sqlite.put_meta.before",
+                    "sqlite.append.before",
+                ]),
+                named(&["engine.dispatch.after_provider", "engine.dispatch.after_running"]),
+            ),
+            Focus::StaleCheckpoint => (
+                named(&[
+                    "worker.drive.before_renew",
+                    "engine.renew.before_renew",
+                    "engine.checkpoint.before_put",
+                    "engine.dispatch.after_tool",
+                    "sqlite.blob_put.before",
+                ]),
+                named(&["engine.dispatch.after_provider", "engine.checkpoint.after_put"]),
+            ),
+            Focus::StaleRetention => (
+                named(&[
+                    "worker.retention.after_acquire",
+                    "worker.retention.after_blobs",
+                    "sqlite.blob_delete.before",
+                    "sqlite.delete.before",
+                ]),
+                Vec::new(),
+            ),
+        }
+    }
+}
+
+impl Scenario for EngineScenario {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn describe(&self) -> &'static str {
+        self.describe
+    }
+
+    fn knobs(&self, seed: u64) -> Knobs {
+        let mut r = rng(seed, "knobs", 0);
+        Knobs {
+            nodes: r.between(self.nodes.0, self.nodes.1) as u32,
+            ttl_ms: 300,
+            size: r.between(self.runs.0, self.runs.1) as u32,
+            cap_ms: 4000,
+        }
+    }
+
+    fn faults(&self, _knobs: &Knobs) -> FaultProfile {
+        let (points, crash_points) = self.points();
+        let focused = self.focus != Focus::Everywhere;
+        FaultProfile {
+            points,
+            active_per_mille: if focused { (500, 1000) } else { (200, 600) },
+            fire_per_mille: if focused { (50, 300) } else { (10, 60) },
+            stall_per_mille: if focused { (500, 900) } else { (200, 600) },
+            stall_past_ttl_per_mille: if focused { (400, 900) } else { (100, 500) },
+            // Long enough for a successor to take over and get turns ahead.
+            stall_past_ttl_max_pct: 300,
+            crash_per_mille: if focused { (0, 200) } else { (0, 100) },
+            occurrences: 60,
+            skew_ms_max: 20,
+            drift_ppm_max: 200,
+            crash_points,
+        }
+    }
+
+    fn shared(&self, plan: &Plan) -> Rc<dyn Any> {
+        let registry = catalog_workflows();
+        let mut r = rng(plan.seed, "workload", 0);
+        let runs = (0..plan.knobs.size)
+            .map(|i| {
+                let name = self.workflows[r.between(0, self.workflows.len() as u64 - 1) as usize];
+                let tmp = r.chance(self.tmp_per_mille);
+                RunSpec {
+                    run_id: format!("{}-{i}", if tmp { "tmp" } else { "run" }),
+                    workflow: registry.get(name).cloned().unwrap_or_else(Workflow::happy),
+                    start_ms: r.between(0, plan.knobs.cap_ms * 3 / 4),
+                }
+            })
+            .collect();
+        Rc::new(QueueShared {
+            seed: plan.seed,
+            runs,
+            registry,
+            stop: Cell::new(false),
+            heal: Cell::new(false),
+            retry_per_mille: self.retry_per_mille,
+        })
+    }
+
+    fn node_main(&self, node: NodeCtx) -> LocalFuture<'static, ()> {
+        Box::pin(node_body(node))
+    }
+
+    fn supervise(&self, world: Rc<WorldState>) -> LocalFuture<'static, ()> {
+        Box::pin(async move {
+            let Some(sh) = shared(&world) else { return };
+            madsim::time::sleep(Duration::from_millis(world.plan.knobs.cap_ms)).await;
+            // The heal: faults off, every node up, suspensions answered, until every run
+            // that exists is terminal (bounded).
+            world.faults_on.set(false);
+            sh.heal.set(true);
+            world.recorder.fact(0, 0, "", sim::env::now_ns(), FactKind::Healed);
+            world.restart_all();
+            let mut quiet = 0;
+            for _ in 0..600 {
+                madsim::time::sleep(Duration::from_millis(100)).await;
+                world.restart_all();
+                let statuses = world.observe_statuses();
+                let settled =
+                    statuses.iter().all(|(_, s)| RunStatus::parse(s).is_some_and(|s| s.is_terminal()));
+                quiet = if settled { quiet + 1 } else { 0 };
+                if quiet >= 3 {
+                    break;
+                }
+            }
+            sh.stop.set(true);
+            madsim::time::sleep(Duration::from_millis(50)).await;
+        })
+    }
+
+    fn scenario_checks(&self, _world: &WorldState, _history: &History, _fin: &FinalState) -> Vec<Violation> {
+        Vec::new()
+    }
+}
+
+/// One node: a host for its share of the runs, a queue worker, a resolver.
+async fn node_body(node: NodeCtx) {
+    let Some(sh) = shared(&node.world) else { return };
+    let rec = node.world.recorder.clone();
+    let env: Rc<dyn store::Env> = node.env.clone();
+    // Two identities per process, as in rulvar: the host's engine owner and the worker's.
+    let make = |role: &str| {
+        let sink = FactSink {
+            rec: rec.clone(),
+            node: node.index,
+            incarnation: node.incarnation,
+            owner: format!("{role}-n{}-i{}", node.index, node.incarnation),
+        };
+        let world = LedgerWorld::new(&sink, sh.seed, (5, 80));
+        let store = node.store.clone();
+        let transcripts = store.transcripts();
+        let engine: Rc<SimEngine> = Rc::new(Engine::new(
+            store,
+            transcripts,
+            world,
+            env.clone(),
+            node.world.profile,
+            sink.owner.clone(),
+        ));
+        (engine, sink)
+    };
+    let (engine, sink) = make("host");
+    let (worker_engine, worker_sink) = make("worker");
+    let nodes = node.world.plan.knobs.nodes;
+
+    // Host: a fresh process starts its own runs; a restarted one leaves them to the workers.
+    if node.incarnation == 0 {
+        for spec in
+            sh.runs.iter().enumerate().filter(|(i, _)| *i as u32 % nodes == node.index).map(|(_, s)| s)
+        {
+            let (engine, sink, spec) = (engine.clone(), sink.clone(), spec.clone());
+            madsim::task::spawn_local(async move {
+                madsim::time::sleep(Duration::from_millis(spec.start_ms)).await;
+                sink.submitted(&spec.run_id, &spec.workflow);
+                let r = engine.run(&spec.run_id, &spec.workflow).await;
+                sink.settled(&spec.run_id, "run", &r);
+            });
+        }
+    }
+    if sh.retry_per_mille > 0 {
+        let (engine, sink, sh) = (engine.clone(), sink.clone(), sh.clone());
+        let index = node.index;
+        let incarnation = node.incarnation;
+        madsim::task::spawn_local(async move {
+            let mut r = rng(sh.seed, "host-retry", u64::from(index) << 32 | u64::from(incarnation));
+            let mine: Vec<RunSpec> = sh
+                .runs
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i as u32 % nodes == index)
+                .map(|(_, s)| s.clone())
+                .collect();
+            while !sh.stop.get() && !sh.heal.get() && !mine.is_empty() {
+                madsim::time::sleep(Duration::from_millis(r.between(100, 400))).await;
+                if !r.chance(sh.retry_per_mille) {
+                    continue;
+                }
+                let spec = &mine[r.between(0, mine.len() as u64 - 1) as usize];
+                let meta = engine.journal().get_meta(&spec.run_id).await;
+                let Ok(Some(meta)) = meta else { continue };
+                if !meta.status.is_terminal() || sh.heal.get() {
+                    continue;
+                }
+                let r = engine.resume(&spec.run_id, &spec.workflow, None).await;
+                if !sink.settled(&spec.run_id, "retry", &r) {
+                    return;
+                }
+            }
+        });
+    }
+
+    // Worker and resolver.
+    let worker =
+        Worker::new(worker_engine.clone(), worker_sink.owner.clone(), sh.registry.clone(), Some(retention));
+    let sink = worker_sink;
+    let engine = worker_engine;
+    let mut r = rng(sh.seed, "worker", u64::from(node.index) << 32 | u64::from(node.incarnation));
+    while !sh.stop.get() {
+        match worker.sweep().await {
+            Ok(report) => {
+                for (run_id, outcome) in &report.driven {
+                    sink.settled(run_id, "drive", &Ok(outcome.clone()));
+                }
+                for (run_id, e) in &report.errors {
+                    sink.settled(run_id, "drive", &Err(e.clone()));
+                }
+            }
+            Err(e) if e.is_crash() => return,
+            Err(e) => {
+                sink.settled("", "sweep", &Err(e));
+            }
+        }
+        if (sh.heal.get() || r.chance(500)) && !resolve_open(&engine, &sink).await {
+            return;
+        }
+        madsim::time::sleep(Duration::from_millis(r.between(30, 150))).await;
+    }
+}
+
+/// Answer every open suspension of every suspended run, offline. `false`: the process died.
+async fn resolve_open(engine: &SimEngine, sink: &FactSink) -> bool {
+    let filter = RunFilter { statuses: Some(vec![RunStatus::Suspended]), ..RunFilter::default() };
+    let Ok(metas) = engine.journal().list_runs(&filter).await else { return true };
+    for meta in metas {
+        let Ok(entries) = engine.journal().load(&meta.run_id).await else { continue };
+        let open: Vec<String> = entries
+            .iter()
+            .filter(|e| {
+                e.status == "suspended"
+                    && matches!(e.kind.as_str(), "external" | "approval")
+                    && !entries.iter().any(|r| r.ref_seq == Some(e.seq))
+            })
+            .filter_map(|e| e.value.get("key").and_then(|k| k.as_str()).map(str::to_string))
+            .collect();
+        for key in open {
+            match engine.resolve_offline(&meta.run_id, &key, resolution_value(&key)).await {
+                Err(e) if e.is_crash() => return false,
+                Err(e) => sink.fact(FactKind::Failed {
+                    run_id: meta.run_id.clone(),
+                    what: "resolve".into(),
+                    error: e.to_string(),
+                }),
+                Ok(()) => {}
+            }
+        }
+    }
+    true
+}
