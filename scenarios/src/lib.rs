@@ -3,6 +3,7 @@
 //! tests under `tests/`.
 
 pub mod engine;
+pub mod killpoints;
 pub mod soak;
 
 use sim::world::Scenario;
@@ -13,6 +14,7 @@ pub fn catalog() -> Vec<&'static dyn Scenario> {
         &soak::SOAK,
         &soak::F3_CHECK_THEN_MUTATE,
         &soak::BOOT_RACE,
+        &killpoints::KILL_POINTS,
         &engine::QUEUE,
         &engine::F1_STALE_SETTLE,
         &engine::F2_STALE_CHECKPOINT,

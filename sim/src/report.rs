@@ -79,6 +79,9 @@ pub struct RunReport {
     pub trace_hash: String,
     /// Per fault point: (reached, fired, crashed).
     pub fault_points: std::collections::BTreeMap<String, (u64, u64, u64)>,
+    /// The scenario's own table (the kill-point rows), if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub table: Option<String>,
 }
 
 /// The exact command that reproduces a run.
@@ -105,6 +108,11 @@ pub fn failure_text(r: &RunReport) -> String {
         } else if *n == 4 {
             let more = r.violations.iter().filter(|x| x.property == v.property).count() - 3;
             let _ = writeln!(out, "  {}: ... and {more} more", v.property);
+        }
+    }
+    if let Some(table) = &r.table {
+        for line in table.lines() {
+            let _ = writeln!(out, "  {line}");
         }
     }
     let _ = writeln!(out, "  plan: {}", r.plan_summary);

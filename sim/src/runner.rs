@@ -60,6 +60,7 @@ pub fn execute(
             .iter()
             .map(|(k, v)| (k.to_string(), (v.reached, v.fired, v.crashed)))
             .collect(),
+        table: out.table.clone(),
     };
     Ok(Outcome { plan, history: out.history, fin: out.fin, violations, report })
 }

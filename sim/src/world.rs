@@ -56,6 +56,10 @@ pub trait Scenario: Sync {
         history: &History,
         fin: &FinalState,
     ) -> Vec<crate::oracle::Violation>;
+    /// A scenario's own table for the run report (the kill-point rows), if it has one.
+    fn table(&self, _world: &WorldState, _history: &History, _fin: &FinalState) -> Option<String> {
+        None
+    }
     /// Whether every run's journal must have seqs contiguous from 1 (the soak protocol).
     fn contiguous_seqs(&self) -> bool {
         false
@@ -293,7 +297,20 @@ pub struct RunOutput {
     pub history: History,
     pub fin: FinalState,
     pub scenario_violations: Vec<crate::oracle::Violation>,
+    /// The scenario's own table, if it has one.
+    pub table: Option<String>,
     pub end_ns: u64,
+}
+
+thread_local! {
+    /// Where to copy the final database of the next run on this thread (`--keep-db`).
+    static KEEP_DB: RefCell<Option<PathBuf>> = const { RefCell::new(None) };
+}
+
+/// Keep a consistent copy of the next run's final database at `path` (for `fencesim
+/// audit`). The copy is made with `VACUUM INTO` after every node is dead.
+pub fn keep_db_of_next_run(path: Option<PathBuf>) {
+    KEEP_DB.with(|k| *k.borrow_mut() = path);
 }
 
 /// Run one (scenario, profile, plan). The database file is created fresh and removed.
@@ -329,12 +346,12 @@ pub fn run(scenario: &'static dyn Scenario, profile: Profile, plan: Plan) -> Res
     world.observer.borrow_mut().take();
     remove_db(&db_path);
     let (fin, end_ns) = result?;
-    let scenario_violations = {
+    let (scenario_violations, table) = {
         let h = world.recorder.inner.borrow();
-        scenario.scenario_checks(&world, &h, &fin)
+        (scenario.scenario_checks(&world, &h, &fin), scenario.table(&world, &h, &fin))
     };
     let history = std::mem::take(&mut *world.recorder.inner.borrow_mut());
-    Ok(RunOutput { history, fin, scenario_violations, end_ns })
+    Ok(RunOutput { history, fin, scenario_violations, table, end_ns })
 }
 
 async fn drive(scenario: &'static dyn Scenario, world: Rc<WorldState>) -> Result<(FinalState, u64), String> {
@@ -360,6 +377,11 @@ async fn drive(scenario: &'static dyn Scenario, world: Rc<WorldState>) -> Result
     let fin = {
         let obs = world.observer.borrow();
         let conn = obs.as_ref().ok_or("observer closed")?;
+        if let Some(path) = KEEP_DB.with(|k| k.borrow_mut().take()) {
+            let _ = std::fs::remove_file(&path);
+            conn.execute("VACUUM INTO ?1", [path.display().to_string()])
+                .map_err(|e| format!("cannot keep the database at {}: {e}", path.display()))?;
+        }
         match read_final(conn) {
             Ok(f) => f,
             Err(_) => FinalState { missing_schema: true, ..FinalState::default() },
