@@ -139,6 +139,9 @@ pub struct KillPoints;
 
 pub static KILL_POINTS: KillPoints = KillPoints;
 
+/// A resume's settled (status, value, segment), or its error in words.
+type Resumed = Result<(RunStatus, Option<Value>, u64), String>;
+
 /// What the nodes and the supervisor share.
 pub struct KillShared {
     seed: u64,
@@ -147,7 +150,7 @@ pub struct KillShared {
     /// Per row: the child ran to completion (a failure).
     completed: RefCell<Vec<bool>>,
     /// Per row: the resume's result.
-    resumed: RefCell<Vec<Option<Result<(RunStatus, Option<Value>, u64), String>>>>,
+    resumed: RefCell<Vec<Option<Resumed>>>,
     referee_done: Cell<bool>,
 }
 
