@@ -50,6 +50,9 @@ enum Command {
         /// Do not print the timeline.
         #[arg(long)]
         quiet: bool,
+        /// Keep a copy of the final database here (for `fencesim audit`).
+        #[arg(long)]
+        keep_db: Option<PathBuf>,
     },
     /// Run a range of seeds in parallel and summarise.
     Sweep {
@@ -74,6 +77,16 @@ enum Command {
         check_determinism: bool,
         #[arg(long)]
         json: Option<PathBuf>,
+    },
+    /// Audit a real database file with rulvar's reconciler; `--repair` fixes meta-behind
+    /// and stranded runs under a brief lease each (live owners are skipped).
+    Audit {
+        #[arg(long)]
+        db: PathBuf,
+        #[arg(long)]
+        repair: bool,
+        #[arg(long)]
+        json: bool,
     },
     /// Benchmark: soak seeds per second on one core, and the sweep's peak RSS.
     Bench {
@@ -138,7 +151,7 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
             }
             0
         }
-        Command::Run { scenario, profile, seed, plan, plan_out, trace, json, quiet } => {
+        Command::Run { scenario, profile, seed, plan, plan_out, trace, json, quiet, keep_db } => {
             let scenario = match find_scenario(catalog, &scenario) {
                 Ok(s) => s,
                 Err(e) => return usage(e),
@@ -160,6 +173,7 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                     Err(e) => return usage(e),
                 },
             };
+            crate::world::keep_db_of_next_run(keep_db);
             let out = match execute(scenario, profile, seed, loaded, plan_file.as_deref()) {
                 Ok(o) => o,
                 Err(e) => return usage(e),
@@ -231,6 +245,17 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
             }
             i32::from(failed)
         }
+        Command::Audit { db, repair, json } => match crate::audit::audit(&db, repair) {
+            Err(e) => usage(format!("audit: {e}")),
+            Ok(report) => {
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+                } else {
+                    print!("{}", crate::audit::text(&report));
+                }
+                i32::from(!report.consistent)
+            }
+        },
         Command::Bench { seeds, scenario } => {
             let scenario = match find_scenario(catalog, &scenario) {
                 Ok(s) => s,

@@ -16,6 +16,7 @@ compile_error!(
 );
 
 pub mod actors;
+pub mod audit;
 pub mod cli;
 pub mod env;
 pub mod history;
