@@ -580,3 +580,303 @@ fn all_runs_settle_after_heal(j: &Judged, out: &mut Vec<Violation>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Each engine property shown able to fail on a minimal violating history, and quiet on
+    //! its lawful twin.
+
+    use serde_json::json;
+    use store::engine::{encode_checkpoint, CheckpointState};
+    use store::{Epoch, Lease};
+
+    use super::*;
+    use crate::history::{Applied, Args, History, LeaseRow, Outcome};
+    use crate::oracle::{Expect, Violation};
+    use crate::world::FinalState;
+
+    const TTL: i64 = 300;
+
+    /// A history under construction: every mutation applies 1 ms after the previous one.
+    #[derive(Default)]
+    struct H {
+        h: History,
+        fin: FinalState,
+        now_ms: i64,
+    }
+
+    fn lease(run: &str, owner: &str, epoch: u64) -> Lease {
+        Lease { run_id: run.into(), owner: owner.into(), epoch: Epoch(epoch) }
+    }
+
+    impl H {
+        fn push(
+            &mut self,
+            node: u32,
+            op: OpKind,
+            run: &str,
+            lease: Option<Lease>,
+            args: Args,
+            granted: Option<Lease>,
+        ) {
+            self.now_ms += 1;
+            let id = self.h.calls.len();
+            let order = self.h.applied_count;
+            self.h.applied_count += 1;
+            let ns = self.now_ms as u64 * 1_000_000;
+            let row = granted.as_ref().map(|g| LeaseRow {
+                owner: g.owner.clone(),
+                epoch: g.epoch.0,
+                expires_at: self.now_ms + TTL,
+            });
+            self.h.calls.push(Call {
+                id,
+                node,
+                incarnation: 0,
+                op,
+                run_id: run.into(),
+                lease,
+                args,
+                invoked_ns: ns,
+                returned_ns: Some(ns),
+                outcome: Outcome::Ok { detail: String::new() },
+                granted,
+                checked_now_ms: Some(self.now_ms),
+                applied: Some(Applied {
+                    order,
+                    at_ns: ns,
+                    store_now_ms: self.now_ms,
+                    lease_row: row,
+                    site_epoch: None,
+                }),
+            });
+        }
+        fn acquire(&mut self, node: u32, owner: &str, run: &str, epoch: u64) -> Lease {
+            let l = lease(run, owner, epoch);
+            let args = Args { owner: Some(owner.into()), ..Args::default() };
+            self.push(node, OpKind::Acquire, run, None, args, Some(l.clone()));
+            l
+        }
+        fn meta(&mut self, node: u32, l: Option<&Lease>, run: &str, status: RunStatus, segments: u64) {
+            let mut m = RunMeta::new(run, status);
+            m.segments = Some(segments);
+            let args = Args { payload: Some(m.to_json()), ..Args::default() };
+            self.push(node, OpKind::PutMeta, run, l.cloned(), args, None);
+            self.fin.meta.insert(run.into(), m.to_json());
+        }
+        fn append(&mut self, node: u32, l: &Lease, run: &str, e: JournalEntry) {
+            let args = Args { seq: Some(e.seq.0), payload: Some(e.to_json()), ..Args::default() };
+            self.push(node, OpKind::Append, run, Some(l.clone()), args, None);
+            self.fin.entries.entry(run.into()).or_default().push(e.to_json());
+        }
+        fn ckpt(&mut self, node: u32, l: &Lease, run: &str, dispatch: u64, turns: u32) {
+            let bytes = encode_checkpoint(&CheckpointState {
+                turns,
+                tool_calls_used: turns,
+                ..CheckpointState::default()
+            });
+            let r = format!("{run}/ckpt/{dispatch}");
+            let args = Args { blob_ref: Some(r), bytes: Some(bytes), ..Args::default() };
+            self.push(node, OpKind::BlobPut, run, Some(l.clone()), args, None);
+        }
+        fn delete(&mut self, node: u32, l: Option<&Lease>, run: &str) {
+            self.push(node, OpKind::Delete, run, l.cloned(), Args::default(), None);
+            self.fin.entries.remove(run);
+            self.fin.meta.remove(run);
+        }
+        fn fact(&mut self, node: u32, owner: &str, kind: FactKind) {
+            self.h.facts.push(Fact {
+                at_ns: self.now_ms as u64 * 1_000_000,
+                applied_before: self.h.applied_count,
+                node,
+                incarnation: 0,
+                owner: owner.into(),
+                kind,
+            });
+        }
+        fn pay(&mut self, node: u32, owner: &str, run: &str, dispatch: u64, turn: u32) {
+            self.fact(node, owner, FactKind::Paid { run_id: run.into(), op: "a".into(), dispatch, turn });
+        }
+        fn judge(&self, property: &str) -> Vec<Violation> {
+            let j = Judged::build(&self.h, &self.fin, Expect::default());
+            let p = ALL.iter().find(|p| p.name == property).expect("a known property");
+            let mut out = Vec::new();
+            (p.check)(&j, &mut out);
+            out
+        }
+    }
+
+    fn running(seq: u64) -> JournalEntry {
+        let mut e = JournalEntry::new(seq, "agent", "running", json!({"op": "a"}));
+        e.key = "op:0:a".into();
+        e
+    }
+
+    fn terminal(seq: u64, of: u64, status: &str) -> JournalEntry {
+        let mut e = JournalEntry::new(seq, "agent", status, json!("v"));
+        e.key = "op:0:a".into();
+        e.ref_seq = Some(store::Seq(of));
+        e
+    }
+
+    fn settle(seq: u64, status: &str) -> JournalEntry {
+        let mut e = JournalEntry::new(
+            seq,
+            "decision",
+            "ok",
+            json!({"decisionType": "run_settle", "runStatus": status}),
+        );
+        e.key = "run-settle".into();
+        e
+    }
+
+    #[test]
+    fn segments_regression_is_caught_and_a_bump_is_not() {
+        let mut h = H::default();
+        let a = h.acquire(0, "a", "r", 1);
+        h.meta(0, Some(&a), "r", RunStatus::Running, 1);
+        let b = h.acquire(1, "b", "r", 2);
+        h.meta(1, Some(&b), "r", RunStatus::Running, 2);
+        assert!(h.judge("segments_never_regress").is_empty());
+        h.meta(0, None, "r", RunStatus::Error, 1);
+        let v = h.judge("segments_never_regress");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("segments=1"), "{}", v[0].witness);
+    }
+
+    #[test]
+    fn a_terminal_meta_over_live_work_is_caught() {
+        let mut h = H::default();
+        let a = h.acquire(0, "a", "r", 1);
+        h.meta(0, Some(&a), "r", RunStatus::Running, 1);
+        h.append(0, &a, "r", running(1));
+        h.append(0, &a, "r", terminal(2, 1, "ok"));
+        h.append(0, &a, "r", settle(3, "ok"));
+        h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
+        assert!(h.judge("journal_never_behind_meta").is_empty());
+        assert!(h.judge("no_stranded_run").is_empty());
+        assert!(h.judge("one_ok_settle_per_completed_run").is_empty());
+        // A later segment starts work; a stale terminal meta lands over it.
+        let b = h.acquire(1, "b", "r", 2);
+        h.append(1, &b, "r", running(4));
+        h.meta(0, None, "r", RunStatus::Error, 1);
+        assert_eq!(h.judge("journal_never_behind_meta").len(), 1);
+        assert_eq!(h.judge("no_stranded_run").len(), 1);
+    }
+
+    #[test]
+    fn settles_are_one_per_status_change() {
+        let mut h = H::default();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", settle(1, "suspended"));
+        h.append(0, &a, "r", settle(2, "suspended"));
+        assert_eq!(h.judge("one_ok_settle_per_completed_run").len(), 1, "two equal settles back to back");
+        let mut h = H::default();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", settle(1, "ok"));
+        h.append(0, &a, "r", running(2));
+        h.append(0, &a, "r", settle(3, "ok"));
+        h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
+        let v = h.judge("one_ok_settle_per_completed_run");
+        assert!(v.iter().any(|v| v.witness.contains("2 ok run_settle")), "{v:?}");
+        let mut h = H::default();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", settle(1, "error"));
+        h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
+        assert_eq!(
+            h.judge("one_ok_settle_per_completed_run").len(),
+            1,
+            "meta ok over a journal settled error"
+        );
+    }
+
+    #[test]
+    fn checkpoint_regressions_and_regressed_boots_are_caught() {
+        let mut h = H::default();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", running(1));
+        h.pay(0, "a", "r", 1, 0);
+        h.ckpt(0, &a, "r", 1, 1);
+        h.pay(0, "a", "r", 1, 1);
+        // a crash; b restores turn 1 and repays turn 1 only: lawful.
+        let b = h.acquire(1, "b", "r", 2);
+        h.pay(1, "b", "r", 1, 1);
+        h.ckpt(1, &b, "r", 1, 2);
+        h.pay(1, "b", "r", 1, 2);
+        h.ckpt(1, &b, "r", 1, 3);
+        assert!(h.judge("checkpoint_never_regresses").is_empty());
+        assert!(h.judge("completed_dispatch_never_repaid").is_empty());
+        // a stale save of turn 2 lands over turn 3, and the next boot repays turn 2.
+        h.ckpt(0, &a, "r", 1, 2);
+        let _c = h.acquire(2, "c", "r", 3);
+        h.pay(2, "c", "r", 1, 2);
+        let v = h.judge("checkpoint_never_regresses");
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert_eq!(h.judge("completed_dispatch_never_repaid").len(), 1);
+    }
+
+    #[test]
+    fn paying_a_completed_dispatch_is_caught_but_a_zombie_payment_is_not_judged() {
+        let mut h = H::default();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", running(1));
+        h.pay(0, "a", "r", 1, 0);
+        let b = h.acquire(1, "b", "r", 2);
+        // a, superseded, pays again before it notices: the lease's inherent window.
+        h.pay(0, "a", "r", 1, 0);
+        h.pay(1, "b", "r", 1, 0);
+        h.append(1, &b, "r", terminal(2, 1, "ok"));
+        assert!(h.judge("completed_dispatch_never_repaid").is_empty());
+        h.pay(1, "b", "r", 1, 0);
+        let v = h.judge("completed_dispatch_never_repaid");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("terminal was durable"), "{}", v[0].witness);
+    }
+
+    #[test]
+    fn deleting_a_run_another_holder_owns_is_caught() {
+        let mut h = H::default();
+        let r = h.acquire(0, "retention", "r", 1);
+        h.delete(0, Some(&r), "r");
+        assert!(h.judge("no_live_run_deleted").is_empty(), "the holder may delete its own run");
+        let mut h = H::default();
+        let _r = h.acquire(0, "retention", "r", 1);
+        h.now_ms += TTL; // the brief lease lapses
+        let _host = h.acquire(1, "host", "r", 2);
+        h.delete(0, None, "r");
+        let v = h.judge("no_live_run_deleted");
+        assert_eq!(v.len(), 1, "{v:?}");
+    }
+
+    #[test]
+    fn a_wrong_settled_value_is_caught() {
+        let mut h = H::default();
+        h.fact(0, "a", FactKind::Submitted { run_id: "r".into(), workflow: "happy".into() });
+        let good = json!({"one": "alpha", "two": "beta"}).to_string();
+        h.fact(
+            0,
+            "a",
+            FactKind::Settled { run_id: "r".into(), status: "ok".into(), value: Some(good), segment: 1 },
+        );
+        assert!(h.judge("settled_value_matches_workflow").is_empty());
+        let bad = json!({"one": "alpha"}).to_string();
+        h.fact(
+            0,
+            "a",
+            FactKind::Settled { run_id: "r".into(), status: "ok".into(), value: Some(bad), segment: 2 },
+        );
+        assert_eq!(h.judge("settled_value_matches_workflow").len(), 1);
+    }
+
+    #[test]
+    fn an_unsettled_run_after_the_heal_is_caught() {
+        let mut h = H::default();
+        let a = h.acquire(0, "a", "r", 1);
+        h.meta(0, Some(&a), "r", RunStatus::Running, 1);
+        assert!(h.judge("all_runs_settle_after_heal").is_empty(), "no heal phase: not judged");
+        h.fact(0, "", FactKind::Healed);
+        assert_eq!(h.judge("all_runs_settle_after_heal").len(), 1);
+        h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
+        assert!(h.judge("all_runs_settle_after_heal").is_empty());
+    }
+}
