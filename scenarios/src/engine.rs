@@ -1,10 +1,10 @@
-//! The engine scenarios: queue workers, hosts and resolvers driving runs through the engine
+//! The engine scenarios: queue workers, hosts and operators driving runs through the engine
 //! model over the shared SQLite file, with swarm faults at every store and engine point.
 //!
 //! `queue` is the generic one: several nodes, each a host (starts its share of the runs and
 //! now and then explicitly resumes one of its terminal runs, a user's retry), a queue
-//! worker (sweep, drive under a renewed lease, retention of `tmp-` runs) and a resolver
-//! (answers open suspensions offline). A safety phase with faults, then the heal: faults
+//! worker (sweep, drive under a renewed lease, retention of `tmp-` runs) and an operator
+//! (answers open suspensions offline, prunes spent checkpoints of `ok` runs). A safety phase with faults, then the heal: faults
 //! off, every node restarted, every suspension answered, until every run is terminal.
 //! The targeted variants (`f1-stale-settle`, `f2-stale-checkpoint`, `f4-stale-retention`)
 //! keep the same actors and put their faults around one window, with swarm variation.
@@ -25,7 +25,10 @@ use sim::recorded::{RecordedStore, RecordedTranscripts};
 use sim::seed::{rng, Draw};
 use sim::world::{FinalState, NodeCtx, Scenario, WorldState};
 use store::engine::{Engine, Worker, Workflow};
-use store::{FaultPoint, JournalStore, LocalFuture, MetaLookup, Moment, RunFilter, RunMeta, RunStatus};
+use store::{
+    FaultPoint, JournalStore, LeasableStore, LocalFuture, MetaLookup, Moment, RunFilter, RunMeta, RunStatus,
+    StoreError,
+};
 
 type SimEngine = Engine<RecordedStore, RecordedTranscripts, LedgerWorld>;
 
@@ -61,7 +64,7 @@ pub struct EngineScenario {
 
 pub static QUEUE: EngineScenario = EngineScenario {
     name: "queue",
-    describe: "queue workers, hosts and resolvers over many runs (both workflow kinds, suspensions, retention, retries) with swarm faults, then a heal",
+    describe: "queue workers, hosts and operators over many runs (both workflow kinds, suspensions, retention, retries, pruning) with swarm faults, then a heal",
     nodes: (2, 4),
     runs: (3, 7),
     workflows: &["happy", "limit", "approval", "pipeline"],
@@ -283,7 +286,7 @@ impl Scenario for EngineScenario {
     }
 }
 
-/// One node: a host for its share of the runs, a queue worker, a resolver.
+/// One node: a host for its share of the runs, a queue worker, an operator.
 async fn node_body(node: NodeCtx) {
     let Some(sh) = shared(&node.world) else { return };
     let rec = node.world.recorder.clone();
@@ -359,7 +362,7 @@ async fn node_body(node: NodeCtx) {
         });
     }
 
-    // Worker and resolver.
+    // Worker and operator.
     let worker =
         Worker::new(worker_engine.clone(), worker_sink.owner.clone(), sh.registry.clone(), Some(retention));
     let sink = worker_sink;
@@ -383,8 +386,35 @@ async fn node_body(node: NodeCtx) {
         if (sh.heal.get() || r.chance(500)) && !resolve_open(&engine, &sink).await {
             return;
         }
+        if r.chance(200) && !prune_one(&engine, &sink, &mut r).await {
+            return;
+        }
         madsim::time::sleep(Duration::from_millis(r.between(30, 150))).await;
     }
+}
+
+/// Prune one `ok` run's spent checkpoints under a brief lease (rulvar's `pruneRun` as an
+/// operator would run it). `false`: the process died.
+async fn prune_one(engine: &SimEngine, sink: &FactSink, r: &mut impl Draw) -> bool {
+    let filter = RunFilter { statuses: Some(vec![RunStatus::Ok]), ..RunFilter::default() };
+    let Ok(metas) = engine.journal().list_runs(&filter).await else { return true };
+    if metas.is_empty() {
+        return true;
+    }
+    let run_id = metas[r.between(0, metas.len() as u64 - 1) as usize].run_id.clone();
+    let lease = match engine.journal().acquire(&run_id, engine.owner()).await {
+        Ok(l) => l,
+        Err(StoreError::Crashed { .. }) => return false,
+        Err(_) => return true,
+    };
+    let pruned = engine.prune_run(&run_id, Some(&lease)).await;
+    if let Err(e) = &pruned {
+        if e.is_crash() {
+            return false;
+        }
+        sink.fact(FactKind::Failed { run_id: run_id.clone(), what: "prune".into(), error: e.to_string() });
+    }
+    !matches!(engine.journal().release(&lease).await, Err(StoreError::Crashed { .. }))
 }
 
 /// Answer every open suspension of every suspended run, offline. `false`: the process died.
