@@ -11,7 +11,6 @@ use serde::Serialize;
 use crate::history::{Event, History};
 use crate::oracle::Violation;
 use crate::plan::Plan;
-use crate::seed::fnv1a;
 
 /// "   1.912s"
 pub fn fmt_time(ns: u64) -> String {
@@ -57,9 +56,31 @@ pub fn trace_jsonl(history: &History) -> String {
     out
 }
 
-/// A stable hash of the timeline (the determinism fingerprint).
+/// A stable hash of every event's fields (the determinism fingerprint): FNV-1a over the
+/// fields in timeline order, without formatting the timeline.
 pub fn trace_hash(history: &History) -> u64 {
-    fnv1a(timeline(history).as_bytes())
+    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+    for e in &history.events {
+        h.feed(&e.at_ns.to_le_bytes());
+        h.feed(&e.node.map_or(u64::MAX, u64::from).to_le_bytes());
+        h.feed(&e.epoch.unwrap_or(u64::MAX).to_le_bytes());
+        for field in [&e.op, &e.outcome, &e.fault] {
+            h.feed(field.as_bytes());
+            h.feed(&[0xff]);
+        }
+    }
+    h.0
+}
+
+struct Fnv(u64);
+
+impl Fnv {
+    fn feed(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
 }
 
 /// The machine-readable result of one run.

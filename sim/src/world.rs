@@ -360,6 +360,10 @@ async fn drive(scenario: &'static dyn Scenario, world: Rc<WorldState>) -> Result
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let obs = Connection::open_with_flags(&world.db_path, flags).map_err(|e| format!("observer: {e}"))?;
     obs.busy_timeout(Duration::ZERO).map_err(|e| format!("observer: {e}"))?;
+    // The file is removed after the run: when the observer closes last, skip the
+    // checkpoint SQLite would otherwise copy the whole WAL back for.
+    obs.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+        .map_err(|e| format!("observer: {e}"))?;
     *world.observer.borrow_mut() = Some(obs);
 
     let handle = madsim::runtime::Handle::current();
