@@ -3,10 +3,11 @@
 //! tests under `tests/`.
 
 pub mod soak;
+pub mod tombstone;
 
 use sim::world::Scenario;
 
 /// Every scenario, by name.
 pub fn catalog() -> Vec<&'static dyn Scenario> {
-    vec![&soak::SOAK, &soak::F3_CHECK_THEN_MUTATE, &soak::BOOT_RACE]
+    vec![&soak::SOAK, &soak::F3_CHECK_THEN_MUTATE, &soak::BOOT_RACE, &tombstone::TOMBSTONE]
 }

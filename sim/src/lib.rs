@@ -18,6 +18,7 @@ compile_error!(
 pub mod actors;
 pub mod cli;
 pub mod env;
+pub mod findings;
 pub mod history;
 pub mod oracle;
 pub mod plan;
@@ -25,5 +26,6 @@ pub mod recorded;
 pub mod report;
 pub mod runner;
 pub mod seed;
+pub mod shrink;
 pub mod sweep;
 pub mod world;

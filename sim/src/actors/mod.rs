@@ -1,3 +1,4 @@
 //! The actors that drive the system under test inside a simulated process.
 
 pub mod soak;
+pub mod tombstone;
