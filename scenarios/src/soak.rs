@@ -4,6 +4,11 @@
 //! restarts that rulvar's real soak cannot do.
 //!
 //! Knobs: 3 to 5 writers, ttl 250 ms (rulvar's default), cap 60 s of virtual time.
+//!
+//! The variants differ in surfaces and fault emphasis: `f3-check-then-mutate` storms the
+//! always-fenced surfaces with faults only between the fence check and the mutation (its
+//! key points), `boot-race` boots 6-8 processes with faults only inside the bootstrap (key
+//! point: the DDL transaction). The shrinker may drop writers down to two.
 
 use std::any::Any;
 use std::rc::Rc;

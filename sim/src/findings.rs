@@ -410,10 +410,16 @@ pub fn run(catalog: &[&'static dyn Scenario], opts: &FindingsOptions) -> Result<
         .filter(|f| opts.rows.is_empty() || opts.rows.iter().any(|r| r.eq_ignore_ascii_case(f.id)))
         .collect();
 
-    // `current` first: its coverage feeds the key-point check of each row.
+    // `current` first: its coverage feeds the key-point check of each row. Every catalog
+    // scenario, or with a row filter the filtered rows' scenarios.
+    let swept: Vec<&'static dyn Scenario> = catalog
+        .iter()
+        .copied()
+        .filter(|s| opts.rows.is_empty() || rows.iter().any(|r| r.scenario == s.name()))
+        .collect();
     let mut clean = Vec::new();
     let mut sweeps: BTreeMap<&str, SweepReport> = BTreeMap::new();
-    for s in catalog {
+    for s in &swept {
         if opts.progress {
             eprintln!("current: sweeping {} over seeds 0..{}", s.name(), opts.seeds);
         }
