@@ -233,3 +233,27 @@ fn sweep_reports_coverage_per_fault_point() {
         }
     }
 }
+
+#[test]
+fn a_plan_with_fewer_clocks_than_nodes_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let committed = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/plans/F3c.json");
+    let mut plan: sim::plan::Plan =
+        serde_json::from_str(&std::fs::read_to_string(committed).unwrap()).unwrap();
+    plan.clocks.truncate(1);
+    let path = dir.path().join("bad.json");
+    std::fs::write(&path, serde_json::to_string(&plan).unwrap()).unwrap();
+    let seed = plan.seed.to_string();
+    let out = fencesim(&[
+        "run",
+        "--scenario",
+        "f3-check-then-mutate",
+        "--seed",
+        &seed,
+        "--plan",
+        path.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("clocks"), "{err}");
+}
