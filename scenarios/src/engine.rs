@@ -59,7 +59,8 @@ pub struct EngineScenario {
     /// Chance per host tick (every 100-400 ms) to explicitly resume one terminal run.
     pub retry_per_mille: u32,
     pub focus: Focus,
-    pub key_points: &'static [&'static str],
+    /// The points the targeted variant exists to exercise (`fencesim findings` checks they fired).
+    pub key_points: &'static [FaultPoint],
 }
 
 pub static QUEUE: EngineScenario = EngineScenario {
@@ -83,7 +84,7 @@ pub static F1_STALE_SETTLE: EngineScenario = EngineScenario {
     tmp_per_mille: 0,
     retry_per_mille: 0,
     focus: Focus::StaleSettle,
-    key_points: &["worker.drive.before_renew"],
+    key_points: &[FaultPoint::WorkerDriveBeforeRenew],
 };
 
 pub static F2_STALE_CHECKPOINT: EngineScenario = EngineScenario {
@@ -95,7 +96,7 @@ pub static F2_STALE_CHECKPOINT: EngineScenario = EngineScenario {
     tmp_per_mille: 0,
     retry_per_mille: 0,
     focus: Focus::StaleCheckpoint,
-    key_points: &["worker.drive.before_renew"],
+    key_points: &[FaultPoint::WorkerDriveBeforeRenew],
 };
 
 pub static F4_STALE_RETENTION: EngineScenario = EngineScenario {
@@ -107,7 +108,7 @@ pub static F4_STALE_RETENTION: EngineScenario = EngineScenario {
     tmp_per_mille: 1000,
     retry_per_mille: 700,
     focus: Focus::StaleRetention,
-    key_points: &["worker.retention.after_acquire"],
+    key_points: &[FaultPoint::WorkerRetentionAfterAcquire],
 };
 
 /// One run of the workload.
@@ -283,6 +284,16 @@ impl Scenario for EngineScenario {
 
     fn scenario_checks(&self, _world: &WorldState, _history: &History, _fin: &FinalState) -> Vec<Violation> {
         Vec::new()
+    }
+
+    fn key_points(&self) -> &'static [FaultPoint] {
+        self.key_points
+    }
+
+    fn smaller_knobs(&self, knobs: &Knobs) -> Vec<Knobs> {
+        let fewer_nodes = (self.nodes.0 as u32..knobs.nodes).map(|nodes| Knobs { nodes, ..knobs.clone() });
+        let fewer_runs = (1..knobs.size).map(|size| Knobs { size, ..knobs.clone() });
+        fewer_nodes.chain(fewer_runs).collect()
     }
 }
 

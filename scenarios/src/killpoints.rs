@@ -382,10 +382,9 @@ impl Scenario for KillPoints {
         table_rows(world, history, fin)
             .into_iter()
             .flat_map(|r| {
-                r.problems.into_iter().map(move |p| Violation {
-                    property: "kill_point_row",
-                    witness: format!("{}: {p}", r.name),
-                })
+                r.problems
+                    .into_iter()
+                    .map(move |p| Violation::new("kill_point_row", format!("{}: {p}", r.name)))
             })
             .collect()
     }

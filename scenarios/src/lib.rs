@@ -5,6 +5,7 @@
 pub mod engine;
 pub mod killpoints;
 pub mod soak;
+pub mod tombstone;
 
 use sim::world::Scenario;
 
@@ -14,6 +15,7 @@ pub fn catalog() -> Vec<&'static dyn Scenario> {
         &soak::SOAK,
         &soak::F3_CHECK_THEN_MUTATE,
         &soak::BOOT_RACE,
+        &tombstone::TOMBSTONE,
         &killpoints::KILL_POINTS,
         &engine::QUEUE,
         &engine::F1_STALE_SETTLE,

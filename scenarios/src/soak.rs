@@ -4,6 +4,11 @@
 //! restarts that rulvar's real soak cannot do.
 //!
 //! Knobs: 3 to 5 writers, ttl 250 ms (rulvar's default), cap 60 s of virtual time.
+//!
+//! The variants differ in surfaces and fault emphasis: `f3-check-then-mutate` storms the
+//! always-fenced surfaces with faults only between the fence check and the mutation (its
+//! key points), `boot-race` boots 6-8 processes with faults only inside the bootstrap (key
+//! point: the DDL transaction). The shrinker may drop writers down to two.
 
 use std::any::Any;
 use std::rc::Rc;
@@ -67,6 +72,24 @@ pub static BOOT_RACE: Soak = Soak {
     emphasis: Emphasis::Boot,
 };
 
+/// The F3 windows: between the fence check and the mutation of append, renew and release.
+const CHECK_WINDOWS: &[FaultPoint] = &[
+    FaultPoint::SqliteAppendAfterCheck,
+    FaultPoint::SqliteRenewAfterCheck,
+    FaultPoint::SqliteReleaseAfterCheck,
+];
+
+/// The constructor's bootstrap.
+const BOOT_POINTS: &[FaultPoint] = &[
+    FaultPoint::SqliteBootOpen,
+    FaultPoint::SqliteBootAfterWal,
+    FaultPoint::SqliteBootSchema,
+    FaultPoint::SqliteBootBeforeCommit,
+];
+
+/// Inside the DDL transaction: where concurrent boots collide.
+const BOOT_KEY: &[FaultPoint] = &[FaultPoint::SqliteBootSchema];
+
 impl Soak {
     /// rulvar's quorum; the lease-core variant counts only the surfaces it storms.
     fn quorum(&self) -> Activity {
@@ -103,23 +126,71 @@ impl Scenario for Soak {
     }
 
     fn faults(&self, _knobs: &Knobs) -> FaultProfile {
-        let points: Vec<FaultPoint> =
-            FaultPoint::ALL.iter().copied().filter(|p| p.moment() != Moment::Engine).collect();
-        let crash_points =
-            points.iter().copied().filter(|p| !matches!(p.moment(), Moment::Before | Moment::Boot)).collect();
-        FaultProfile {
-            points,
-            active_per_mille: (150, 500),
-            fire_per_mille: (5, 60),
-            stall_per_mille: (200, 600),
-            stall_past_ttl_per_mille: (100, 500),
-            stall_past_ttl_max_pct: 160,
-            crash_per_mille: (0, 80),
-            occurrences: 300,
-            skew_ms_max: 20,
-            drift_ppm_max: 200,
-            crash_points,
+        match self.emphasis {
+            Emphasis::Everywhere => {
+                let points: Vec<FaultPoint> =
+                    FaultPoint::ALL.iter().copied().filter(|p| p.moment() != Moment::Engine).collect();
+                let crash_points = points
+                    .iter()
+                    .copied()
+                    .filter(|p| !matches!(p.moment(), Moment::Before | Moment::Boot))
+                    .collect();
+                FaultProfile {
+                    points,
+                    active_per_mille: (150, 500),
+                    fire_per_mille: (5, 60),
+                    stall_per_mille: (200, 600),
+                    stall_past_ttl_per_mille: (100, 500),
+                    stall_past_ttl_max_pct: 160,
+                    crash_per_mille: (0, 80),
+                    occurrences: 300,
+                    skew_ms_max: 20,
+                    drift_ppm_max: 200,
+                    crash_points,
+                }
+            }
+            // Stalls (often past the ttl) and yields between the fence check and the
+            // mutation of the three surfaces the writers storm; no crashes, no boot faults.
+            Emphasis::CheckWindows => FaultProfile {
+                points: CHECK_WINDOWS.to_vec(),
+                active_per_mille: (600, 1000),
+                fire_per_mille: (20, 120),
+                stall_per_mille: (400, 900),
+                stall_past_ttl_per_mille: (300, 800),
+                stall_past_ttl_max_pct: 160,
+                crash_per_mille: (0, 0),
+                occurrences: 300,
+                skew_ms_max: 20,
+                drift_ppm_max: 200,
+                crash_points: Vec::new(),
+            },
+            // Yields and short stalls inside the constructor's bootstrap only.
+            Emphasis::Boot => FaultProfile {
+                points: BOOT_POINTS.to_vec(),
+                active_per_mille: (500, 1000),
+                fire_per_mille: (300, 900),
+                stall_per_mille: (0, 500),
+                stall_past_ttl_per_mille: (0, 0),
+                stall_past_ttl_max_pct: 160,
+                crash_per_mille: (0, 0),
+                occurrences: 2,
+                skew_ms_max: 20,
+                drift_ppm_max: 200,
+                crash_points: Vec::new(),
+            },
         }
+    }
+
+    fn key_points(&self) -> &'static [FaultPoint] {
+        match self.emphasis {
+            Emphasis::Everywhere => &[],
+            Emphasis::CheckWindows => CHECK_WINDOWS,
+            Emphasis::Boot => BOOT_KEY,
+        }
+    }
+
+    fn smaller_knobs(&self, knobs: &Knobs) -> Vec<Knobs> {
+        (2..knobs.nodes).map(|nodes| Knobs { nodes, ..knobs.clone() }).collect()
     }
 
     fn shared(&self, plan: &Plan) -> Rc<dyn Any> {
@@ -195,6 +266,8 @@ impl Scenario for Soak {
                     "activity quorum not reached within {}ms of virtual time: {activity:?}",
                     world.plan.knobs.cap_ms
                 ),
+                op: None,
+                call: None,
             });
         }
         for e in shared.events.borrow().iter() {
@@ -209,6 +282,8 @@ impl Scenario for Soak {
                         e.epoch.map_or("-".into(), |x| x.to_string()),
                         e.message.as_ref().map_or(String::new(), |m| format!(": {m}"))
                     ),
+                    op: None,
+                    call: None,
                 });
             }
         }

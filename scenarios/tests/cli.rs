@@ -125,3 +125,135 @@ fn a_saved_plan_replays_the_same_run() {
     assert!(hash(&a).is_some());
     assert_eq!(hash(&a), hash(&b));
 }
+
+#[test]
+fn findings_prints_the_table_and_writes_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("findings.json");
+    let out = fencesim(&["findings", "--rows", "F3c,B,T", "--seeds", "20", "--json", json.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.starts_with("id   scenario"), "{stdout}");
+    assert!(stdout.contains("verdict: PASS"), "{stdout}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = v["findings"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    for r in rows {
+        for field in [
+            "id",
+            "scenario",
+            "profile",
+            "caught",
+            "first_failing_seed",
+            "seeds_needed",
+            "property",
+            "wall_ms",
+            "generic_seeds_needed",
+        ] {
+            assert!(r.get(field).is_some(), "missing {field} in {r}");
+        }
+        assert_eq!(r["caught"], true, "{r}");
+    }
+    assert_eq!(v["current_clean"]["seeds"], 20);
+    assert_eq!(v["current_clean"]["failures"], 0);
+}
+
+#[test]
+fn findings_and_shrink_reject_bad_input_with_exit_2() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["findings", "--rows", "F9", "--seeds", "1"], "unknown finding"),
+        (&["findings", "--seeds", "0"], "at least 1"),
+        (&["shrink", "--seed", "1"], "needs --scenario"),
+        (&["shrink", "--finding", "F9", "--seed", "1"], "unknown finding"),
+        (&["shrink", "--scenario", "nope", "--seed", "1"], "unknown scenario"),
+        (&["shrink", "--scenario", "soak", "--profile", "current", "--seed", "3"], "nothing to shrink"),
+    ];
+    for (args, needle) in cases {
+        let out = fencesim(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn shrink_writes_a_plan_that_reproduces_the_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let committed = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/plans/F3c.json");
+    let plan: sim::plan::Plan = serde_json::from_str(&std::fs::read_to_string(committed).unwrap()).unwrap();
+    let seed = plan.seed.to_string();
+    let out_plan = dir.path().join("min.json");
+    let out = fencesim(&[
+        "shrink",
+        "--finding",
+        "F3c",
+        "--seed",
+        &seed,
+        "--plan",
+        committed,
+        "--out",
+        out_plan.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("before: 1 decisions"), "{stdout}");
+    assert!(stdout.contains("after: 1 decisions"), "{stdout}");
+    assert!(stdout.contains("--plan"), "{stdout}");
+    let replay = fencesim(&[
+        "run",
+        "--scenario",
+        "f3-check-then-mutate",
+        "--profile",
+        "v1_44_0",
+        "--seed",
+        &seed,
+        "--plan",
+        out_plan.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(replay.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&replay.stdout).contains("renew"));
+}
+
+#[test]
+fn sweep_reports_coverage_per_fault_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("sweep.json");
+    let out =
+        fencesim(&["sweep", "--scenario", "tombstone", "--seeds", "0..10", "--json", json.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("fault point") && stdout.contains("survived"), "{stdout}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let points = v["fault_points_hit"].as_object().unwrap();
+    assert!(points.values().any(|p| p["fired"].as_u64().unwrap_or(0) > 0));
+    for p in points.values() {
+        for field in ["fired_runs", "fired_and_passed_runs", "crashed_runs", "crashed_and_passed_runs"] {
+            assert!(p.get(field).is_some(), "missing {field}");
+        }
+    }
+}
+
+#[test]
+fn a_plan_with_fewer_clocks_than_nodes_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let committed = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/plans/F3c.json");
+    let mut plan: sim::plan::Plan =
+        serde_json::from_str(&std::fs::read_to_string(committed).unwrap()).unwrap();
+    plan.clocks.truncate(1);
+    let path = dir.path().join("bad.json");
+    std::fs::write(&path, serde_json::to_string(&plan).unwrap()).unwrap();
+    let seed = plan.seed.to_string();
+    let out = fencesim(&[
+        "run",
+        "--scenario",
+        "f3-check-then-mutate",
+        "--seed",
+        &seed,
+        "--plan",
+        path.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("clocks"), "{err}");
+}

@@ -1,5 +1,5 @@
 //! The `fencesim` command-line program's logic (the binary in `scenarios` passes the
-//! catalog in): `list`, `run`, `sweep`, `merge`.
+//! catalog in): `list`, `run`, `sweep`, `bench`, `merge`, `findings`, `shrink`.
 //!
 //! Exit codes CI can use: 0 = every run passed, 1 = a property failed, 2 = bad input (an
 //! unknown scenario or profile, a malformed seed range or shard, an unreadable plan).
@@ -100,6 +100,53 @@ enum Command {
         files: Vec<PathBuf>,
         #[arg(long)]
         json: Option<PathBuf>,
+    },
+    /// The findings table: each historical flaw caught by its targeted scenario under its
+    /// flawed profile (first failing seed, seeds needed, the generic property that caught
+    /// it, and how many seeds the generic scenario needs), then every scenario swept clean
+    /// under `current` with its key fault points fired.
+    Findings {
+        /// Seeds per search and per `current` sweep (`0..N`).
+        #[arg(long, default_value_t = 500)]
+        seeds: u64,
+        /// Only these rows (comma-separated ids, e.g. `F3a,T`).
+        #[arg(long, value_delimiter = ',')]
+        rows: Vec<String>,
+        /// Worker threads (default: available cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Shrink a failing seed's plan (fewer nodes, smaller workload, ddmin over the fault
+    /// decisions) to a smaller plan that fails the same property.
+    Shrink {
+        /// The scenario (default: the finding's, with --finding).
+        #[arg(long)]
+        scenario: Option<String>,
+        /// The profile (default: the finding's with --finding, else `current`).
+        #[arg(long)]
+        profile: Option<String>,
+        #[arg(long)]
+        seed: u64,
+        /// Start from this plan instead of the seed's own.
+        #[arg(long)]
+        plan: Option<PathBuf>,
+        /// Keep failing this property (default: the run's first violation's).
+        #[arg(long)]
+        property: Option<String>,
+        /// ... with the offending call's operation (e.g. `release`).
+        #[arg(long)]
+        op: Option<String>,
+        /// Keep matching this finding row instead (its scenario, profile and matcher).
+        #[arg(long)]
+        finding: Option<String>,
+        /// Where to write the minimal plan (default: fencesim-shrunk-S-P-N.json).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Candidate-run budget.
+        #[arg(long, default_value_t = 5000)]
+        max_runs: u64,
     },
 }
 
@@ -311,5 +358,157 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
             }
             i32::from(!merged.failures.is_empty())
         }
+        Command::Findings { seeds, rows, jobs, json } => {
+            let jobs =
+                jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
+            let opts = crate::findings::FindingsOptions {
+                seeds,
+                jobs,
+                rows,
+                progress: true,
+                bar: std::io::stderr().is_terminal(),
+            };
+            let report = match crate::findings::run(catalog, &opts) {
+                Ok(r) => r,
+                Err(e) => return usage(e),
+            };
+            print!("{}", report.table());
+            if let Some(path) = json {
+                if let Err(e) =
+                    std::fs::write(&path, serde_json::to_string_pretty(&report).unwrap_or_default())
+                {
+                    return usage(format!("cannot write {}: {e}", path.display()));
+                }
+            }
+            i32::from(!report.ok())
+        }
+        Command::Shrink { scenario, profile, seed, plan, property, op, finding, out, max_runs } => {
+            shrink_command(
+                catalog,
+                ShrinkArgs { scenario, profile, seed, plan, property, op, finding, out, max_runs },
+            )
+        }
+    }
+}
+
+struct ShrinkArgs {
+    scenario: Option<String>,
+    profile: Option<String>,
+    seed: u64,
+    plan: Option<PathBuf>,
+    property: Option<String>,
+    op: Option<String>,
+    finding: Option<String>,
+    out: Option<PathBuf>,
+    max_runs: u64,
+}
+
+fn read_plan(path: &std::path::Path) -> Result<Plan, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read plan {}: {e}", path.display())).and_then(
+        |t| serde_json::from_str::<Plan>(&t).map_err(|e| format!("malformed plan {}: {e}", path.display())),
+    )
+}
+
+fn shrink_command(catalog: &[&'static dyn Scenario], a: ShrinkArgs) -> i32 {
+    use crate::shrink::{decision_line, shrink, witness_text, SameProperty, Target};
+    let row = match a.finding.as_deref().map(|id| {
+        crate::findings::finding(id).ok_or_else(|| {
+            format!(
+                "unknown finding {id:?}; known findings: {}",
+                crate::findings::FINDINGS.iter().map(|f| f.id).collect::<Vec<_>>().join(", ")
+            )
+        })
+    }) {
+        None => None,
+        Some(Ok(r)) => Some(r),
+        Some(Err(e)) => return usage(e),
+    };
+    let scenario_name = match (a.scenario, row) {
+        (Some(s), _) => s,
+        (None, Some(r)) => r.scenario.to_string(),
+        (None, None) => return usage("shrink needs --scenario (or --finding)".into()),
+    };
+    let scenario = match find_scenario(catalog, &scenario_name) {
+        Ok(s) => s,
+        Err(e) => return usage(e),
+    };
+    let profile = match (a.profile, row) {
+        (Some(p), _) => match parse_profile(&p) {
+            Ok(p) => p,
+            Err(e) => return usage(e),
+        },
+        (None, Some(r)) => r.profile,
+        (None, None) => ProfileName::Current,
+    };
+    let start = match &a.plan {
+        Some(path) => match read_plan(path) {
+            Ok(p) => Some(p),
+            Err(e) => return usage(e),
+        },
+        None => None,
+    };
+    let first = match execute(scenario, profile, a.seed, start, None) {
+        Ok(o) => o,
+        Err(e) => return usage(e),
+    };
+    let same;
+    let target: &dyn Target = match row {
+        Some(r) => r,
+        None => {
+            let property =
+                match a.property.or_else(|| first.violations.first().map(|v| v.property.to_string())) {
+                    Some(p) => p,
+                    None => {
+                        return usage(format!(
+                            "{} under {profile} seed {} passes; there is nothing to shrink",
+                            scenario.name(),
+                            a.seed
+                        ))
+                    }
+                };
+            same = SameProperty { property, op: a.op };
+            &same
+        }
+    };
+    eprintln!("shrinking {} under {profile} seed {} keeping {}", scenario.name(), a.seed, target.describe());
+    let shrunk = match shrink(scenario, profile, first.plan.clone(), target, a.max_runs) {
+        Ok(s) => s,
+        Err(e) => return usage(e),
+    };
+    let out_path = a.out.unwrap_or_else(|| {
+        PathBuf::from(format!("fencesim-shrunk-{}-{}-{}.json", scenario.name(), profile, a.seed))
+    });
+    let text = serde_json::to_string_pretty(&shrunk.minimal).unwrap_or_default();
+    if let Err(e) = std::fs::write(&out_path, text + "\n") {
+        return usage(format!("cannot write {}: {e}", out_path.display()));
+    }
+    let o = &shrunk.original;
+    let m = &shrunk.minimal;
+    println!(
+        "shrunk {} profile={profile} seed={} keeping {} in {} runs{}",
+        scenario.name(),
+        a.seed,
+        target.describe(),
+        shrunk.runs,
+        if shrunk.budget_exhausted { " (budget exhausted: not 1-minimal)" } else { "" }
+    );
+    println!("before: {} decisions, {} nodes, size {}", o.decisions.len(), o.knobs.nodes, o.knobs.size);
+    for d in &o.decisions {
+        println!("  {}", decision_line(d));
+    }
+    println!("after: {} decisions, {} nodes, size {}", m.decisions.len(), m.knobs.nodes, m.knobs.size);
+    for d in &m.decisions {
+        println!("  {}", decision_line(d));
+    }
+    let plan_file = out_path.display().to_string();
+    match execute(scenario, profile, a.seed, Some(shrunk.minimal.clone()), Some(&plan_file)) {
+        Ok(min) => {
+            println!();
+            print!("{}", witness_text(&min, Some(target)));
+            println!();
+            println!("reproduce: {}", min.report.reproduce);
+            0
+        }
+        Err(e) => usage(e),
     }
 }

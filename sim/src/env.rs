@@ -71,6 +71,10 @@ impl Env for SimEnv {
                 _ => {}
             }
         }
+        if point.moment() == Moment::Engine {
+            let incarnation = w.incarnations.borrow().get(self.node as usize).copied().unwrap_or(0);
+            w.recorder.mark(point.name(), self.node, incarnation, site.run_id.unwrap_or(""), site.epoch);
+        }
         let action = w.decide(self.node, point);
         w.recorder.point(point.name(), action.is_some(), matches!(action, Some(Action::Crash { .. })));
         let action = action?;

@@ -19,6 +19,33 @@ use store::{Epoch, Lease, StoreError};
 thread_local! {
     /// The call whose future is being polled right now (set by [`WithCall`]).
     static CURRENT_CALL: Cell<Option<usize>> = const { Cell::new(None) };
+    /// The grant (acquire call id) whose lease the actor being polled is using (set by
+    /// [`UnderGrant`]).
+    static CURRENT_GRANT: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// Runs a future with the provenance of the lease it uses: every lease-carrying call
+/// invoked while it is polled records `lease_grant = Some(grant)`, the id of the acquire
+/// call that granted the lease. Actors that keep old leases around (zombies) use it so the
+/// oracle can tell two grants with equal `(run, owner, epoch)` apart.
+pub struct UnderGrant<F> {
+    pub grant: usize,
+    pub inner: Pin<Box<F>>,
+}
+
+impl<F: Future> Future for UnderGrant<F> {
+    type Output = F::Output;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let prev = CURRENT_GRANT.with(|c| c.replace(Some(self.grant)));
+        let out = self.inner.as_mut().poll(cx);
+        CURRENT_GRANT.with(|c| c.set(prev));
+        out
+    }
+}
+
+/// `fut`, with its lease-carrying calls attributed to the grant `grant` (an acquire call id).
+pub fn under_grant<F: Future>(grant: usize, fut: F) -> UnderGrant<F> {
+    UnderGrant { grant, inner: Box::pin(fut) }
 }
 
 /// The call currently being polled on this thread, if any.
@@ -192,6 +219,9 @@ pub struct Call {
     /// The store clock when the fence (or acquire's liveness) check passed.
     pub checked_now_ms: Option<i64>,
     pub applied: Option<Applied>,
+    /// For a lease-carrying call made under [`under_grant`]: the id of the acquire call
+    /// that granted the lease it carries. `None` when the actor did not say.
+    pub lease_grant: Option<usize>,
 }
 
 impl Call {
@@ -264,6 +294,21 @@ pub struct History {
     pub applied_count: usize,
     pub points: std::collections::BTreeMap<&'static str, PointStats>,
     pub facts: Vec<Fact>,
+    /// Every engine-moment fault point reached, in order: where the engine stood, under
+    /// which epoch, when (engine properties read the deletion cascades from these).
+    pub marks: Vec<Mark>,
+}
+
+/// An engine-moment fault point reached by a node.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Mark {
+    pub point: &'static str,
+    pub node: u32,
+    pub incarnation: u32,
+    pub run_id: String,
+    pub epoch: Option<u64>,
+    /// Mutations applied before the mark.
+    pub applied_before: usize,
 }
 
 /// Shared handle to the history.
@@ -300,8 +345,26 @@ impl Recorder {
             granted: None,
             checked_now_ms: None,
             applied: None,
+            lease_grant: if lease.is_some() { CURRENT_GRANT.with(|c| c.get()) } else { None },
         });
         id
+    }
+
+    /// The id of the latest successful acquire of `run_id` by this node and incarnation
+    /// (what an actor passes to [`under_grant`] right after its acquire returned).
+    pub fn latest_grant(&self, node: u32, incarnation: u32, run_id: &str) -> Option<usize> {
+        let h = self.inner.borrow();
+        h.calls
+            .iter()
+            .rev()
+            .find(|c| {
+                c.op == OpKind::Acquire
+                    && c.node == node
+                    && c.incarnation == incarnation
+                    && c.run_id == run_id
+                    && c.outcome.is_ok()
+            })
+            .map(|c| c.id)
     }
 
     pub fn ret(&self, id: usize, outcome: Outcome, granted: Option<Lease>, now_ns: u64) {
@@ -389,6 +452,13 @@ impl Recorder {
         });
         let applied_before = h.applied_count;
         h.facts.push(Fact { at_ns, applied_before, node, incarnation, owner: owner.to_string(), kind });
+    }
+
+    /// Note an engine-moment point (see [`Mark`]).
+    pub fn mark(&self, point: &'static str, node: u32, incarnation: u32, run_id: &str, epoch: Option<u64>) {
+        let mut h = self.inner.borrow_mut();
+        let applied_before = h.applied_count;
+        h.marks.push(Mark { point, node, incarnation, run_id: run_id.to_string(), epoch, applied_before });
     }
 
     pub fn point(&self, name: &'static str, fired: bool, crashed: bool) {

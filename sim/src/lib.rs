@@ -1,8 +1,8 @@
 //! `sim`: everything that makes a run deterministic and judged. Seeds and RNG streams, the
 //! fault plan, the madsim world (nodes, kill, restart, per-node clocks, the database file),
 //! the `Env` that consults the plan at each fault point, the history recorder, the oracle
-//! and its named properties, the timeline and JSON trace, the failure report, sweeps, and
-//! the `fencesim` command-line logic.
+//! and its named properties, the timeline and JSON trace, the failure report, sweeps, the
+//! findings table, the plan shrinker, and the `fencesim` command-line logic.
 //!
 //! What is simulated: processes (madsim nodes) with their own clocks, scheduling (seeded),
 //! time (virtual), process crashes and restarts, stalls. What is real: SQLite (bundled),
@@ -19,6 +19,7 @@ pub mod actors;
 pub mod audit;
 pub mod cli;
 pub mod env;
+pub mod findings;
 pub mod history;
 pub mod oracle;
 pub mod plan;
@@ -26,5 +27,6 @@ pub mod recorded;
 pub mod report;
 pub mod runner;
 pub mod seed;
+pub mod shrink;
 pub mod sweep;
 pub mod world;

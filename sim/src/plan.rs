@@ -207,6 +207,13 @@ impl Plan {
 
     /// The decisions as a lookup table.
     pub fn table(&self) -> Result<BTreeMap<(u32, FaultPoint, u32), Action>, String> {
+        if self.clocks.len() < self.knobs.nodes as usize {
+            return Err(format!(
+                "the plan has {} clocks for {} nodes (one clock per node)",
+                self.clocks.len(),
+                self.knobs.nodes
+            ));
+        }
         let mut t = BTreeMap::new();
         for d in &self.decisions {
             let p = FaultPoint::from_name(&d.point)

@@ -125,7 +125,14 @@ pub fn failure_text(r: &RunReport) -> String {
         let n = seen.entry(v.property).or_insert(0);
         *n += 1;
         if *n <= 3 {
-            let _ = writeln!(out, "  {}: {}", v.property, v.witness);
+            match v.op {
+                Some(op) => {
+                    let _ = writeln!(out, "  {}@{op}: {}", v.property, v.witness);
+                }
+                None => {
+                    let _ = writeln!(out, "  {}: {}", v.property, v.witness);
+                }
+            }
         } else if *n == 4 {
             let more = r.violations.iter().filter(|x| x.property == v.property).count() - 3;
             let _ = writeln!(out, "  {}: ... and {more} more", v.property);

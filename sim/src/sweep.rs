@@ -83,9 +83,14 @@ pub struct PointCoverage {
     pub reached: u64,
     pub fired: u64,
     pub crashed: u64,
-    /// Runs in which the point fired and the run still passed.
+    /// Runs in which the point fired and the run still passed (the run survived it).
     pub fired_and_passed_runs: u64,
     pub fired_runs: u64,
+    /// Runs in which a crash was injected at the point, and those that still passed.
+    #[serde(default)]
+    pub crashed_runs: u64,
+    #[serde(default)]
+    pub crashed_and_passed_runs: u64,
 }
 
 /// The machine-readable sweep report.
@@ -135,6 +140,8 @@ impl SweepReport {
                 e.crashed += v.crashed;
                 e.fired_and_passed_runs += v.fired_and_passed_runs;
                 e.fired_runs += v.fired_runs;
+                e.crashed_runs += v.crashed_runs;
+                e.crashed_and_passed_runs += v.crashed_and_passed_runs;
             }
             m.wall_ms = m.wall_ms.max(p.wall_ms);
             m.seeds_per_sec += p.seeds_per_sec;
@@ -174,6 +181,44 @@ impl SweepReport {
         }
         let fired = self.fault_points_hit.values().filter(|p| p.fired > 0).count();
         let _ = writeln!(s, "  fault points: {} reached, {} fired", self.fault_points_hit.len(), fired);
+        s.push_str(&self.coverage_table());
+        s
+    }
+
+    /// Per fault point that fired: how often, in how many runs, how many of those runs
+    /// survived it (passed), and the same for injected crashes; then the points reached
+    /// but never fired.
+    pub fn coverage_table(&self) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let fired: Vec<(&String, &PointCoverage)> =
+            self.fault_points_hit.iter().filter(|(_, c)| c.fired > 0).collect();
+        if !fired.is_empty() {
+            let _ = writeln!(
+                s,
+                "    {:<34} {:>9} {:>7} {:>6} {:>8} {:>7} {:>6} {:>8}",
+                "fault point", "reached", "fired", "runs", "survived", "crashed", "runs", "survived"
+            );
+        }
+        for (name, c) in fired {
+            let _ = writeln!(
+                s,
+                "    {:<34} {:>9} {:>7} {:>6} {:>8} {:>7} {:>6} {:>8}",
+                name,
+                c.reached,
+                c.fired,
+                c.fired_runs,
+                c.fired_and_passed_runs,
+                c.crashed,
+                c.crashed_runs,
+                c.crashed_and_passed_runs
+            );
+        }
+        let quiet: Vec<&str> =
+            self.fault_points_hit.iter().filter(|(_, c)| c.fired == 0).map(|(n, _)| n.as_str()).collect();
+        if !quiet.is_empty() {
+            let _ = writeln!(s, "    reached, never fired: {}", quiet.join(", "));
+        }
         s
     }
 }
@@ -341,6 +386,10 @@ pub fn run(scenario: &'static dyn Scenario, opts: &SweepOptions) -> SweepReport 
             if *fired > 0 {
                 e.fired_runs += 1;
                 e.fired_and_passed_runs += u64::from(r.passed);
+            }
+            if *crashed > 0 {
+                e.crashed_runs += 1;
+                e.crashed_and_passed_runs += u64::from(r.passed);
             }
         }
         if r.nondeterministic {

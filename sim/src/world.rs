@@ -64,6 +64,18 @@ pub trait Scenario: Sync {
     fn contiguous_seqs(&self) -> bool {
         false
     }
+    /// The fault points a targeted scenario exists to exercise: a sweep in which one of
+    /// them never fired says the scenario is weak (`fencesim findings` fails on it).
+    /// Default: none (a generic scenario).
+    fn key_points(&self) -> &'static [FaultPoint] {
+        &[]
+    }
+    /// Smaller knobs the shrinker may try for a failing plan of these knobs, most
+    /// aggressive first (fewer nodes, a smaller `size`). Default: none (knobs are fixed).
+    fn smaller_knobs(&self, knobs: &Knobs) -> Vec<Knobs> {
+        let _ = knobs;
+        Vec::new()
+    }
 }
 
 /// What a node's body gets.

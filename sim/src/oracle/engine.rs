@@ -69,8 +69,8 @@ pub const ALL: &[Property] = &[
     Property {
         name: "no_live_run_deleted",
         expectation: Expectation::Always,
-        claim: "No applied deletion removes a run while another holder's grant of it is live and unreleased.",
-        not_checked: "Deletions of runs nobody holds (a host decision).",
+        claim: "No deletion made under a lease (its own, or the engine cascade's brief lease it did not pass on) removes a run while another holder's grant of it is live and unreleased.",
+        not_checked: "Deletions under no lease outside an engine cascade (a host decision), and runs nobody holds.",
         check: no_live_run_deleted,
     },
     Property {
@@ -188,6 +188,8 @@ fn segments_never_regress(j: &Judged, out: &mut Vec<Violation>) {
                                 who(pc),
                                 t(Judged::applied_ns(pc))
                             ),
+                            op: Some(c.op.as_str()),
+                            call: Some(c.id),
                         });
                     }
                 }
@@ -231,6 +233,8 @@ fn journal_never_behind_meta(j: &Judged, out: &mut Vec<Violation>) {
                             audit.verdict,
                             audit.reason
                         ),
+                        op: Some(c.op.as_str()),
+                        call: Some(c.id),
                     });
                 }
             }
@@ -258,6 +262,8 @@ fn no_stranded_run(j: &Judged, out: &mut Vec<Violation>) {
             out.push(Violation {
                 property: "no_stranded_run",
                 witness: format!("run {run} ends stranded: {}", audit.reason),
+                op: None,
+                call: None,
             });
         }
     }
@@ -348,6 +354,8 @@ fn checkpoint_never_regresses(j: &Judged, out: &mut Vec<Violation>) {
                                 who(pc),
                                 t(Judged::applied_ns(pc))
                             ),
+                            op: Some(c.op.as_str()),
+                            call: Some(c.id),
                         });
                     }
                 }
@@ -376,6 +384,8 @@ fn checkpoint_never_regresses(j: &Judged, out: &mut Vec<Violation>) {
                     f.node,
                     t(f.at_ns)
                 ),
+                op: None,
+                call: None,
             });
         }
     }
@@ -406,6 +416,8 @@ fn completed_dispatch_never_repaid(j: &Judged, out: &mut Vec<Violation>) {
                     f.node,
                     t(f.at_ns)
                 ),
+                op: None,
+                call: None,
             });
             continue;
         }
@@ -426,6 +438,8 @@ fn completed_dispatch_never_repaid(j: &Judged, out: &mut Vec<Violation>) {
                         prev.node,
                         t(prev.at_ns)
                     ),
+                    op: None,
+                    call: None,
                 });
             }
         } else {
@@ -458,6 +472,8 @@ fn one_ok_settle_per_completed_run(j: &Judged, out: &mut Vec<Violation>) {
             out.push(Violation {
                 property: P,
                 witness: format!("run {run}: the journal holds {oks} ok run_settle entries"),
+                op: None,
+                call: None,
             });
         }
         if final_status(j, run) == Some(RunStatus::Ok) && settles.last().map(|s| s.1) != Some(RunStatus::Ok) {
@@ -467,6 +483,8 @@ fn one_ok_settle_per_completed_run(j: &Judged, out: &mut Vec<Violation>) {
                     "run {run}: meta is ok but the journal's last run_settle is {}",
                     settles.last().map_or("none".to_string(), |s| s.1.to_string())
                 ),
+                op: None,
+                call: None,
             });
         }
         for w in settles.windows(2) {
@@ -479,10 +497,34 @@ fn one_ok_settle_per_completed_run(j: &Judged, out: &mut Vec<Violation>) {
                         w[0].0 + 1,
                         w[1].0 + 1
                     ),
+                    op: None,
+                    call: None,
                 });
             }
         }
     }
+}
+
+/// The epoch an engine deletion cascade of node `n` (incarnation `i`) acts under when its
+/// journal delete carries no lease: the retention's brief lease (noted at
+/// `worker.retention.after_acquire`), or a host cascade's lease (at `engine.delete.after_blobs`).
+/// `None`: no cascade, or one without a lease (a host decision).
+fn cascade_epoch(j: &Judged, c: &Call) -> Option<u64> {
+    let before = order(c);
+    for m in j.history.marks.iter().rev() {
+        if m.node != c.node
+            || m.incarnation != c.incarnation
+            || m.run_id != c.run_id
+            || m.applied_before > before
+        {
+            continue;
+        }
+        match m.point {
+            "engine.delete.after_blobs" | "worker.retention.after_acquire" => return m.epoch,
+            _ => {}
+        }
+    }
+    None
 }
 
 fn no_live_run_deleted(j: &Judged, out: &mut Vec<Violation>) {
@@ -498,9 +540,14 @@ fn no_live_run_deleted(j: &Judged, out: &mut Vec<Violation>) {
         if now >= g.expires_at {
             return;
         }
+        // Whose lease the deletion acts under: its own, or (carried by no lease) the
+        // engine cascade's. A deletion under no lease at all is a host decision.
         let own = match &c.lease {
             Some(l) => l.epoch.0 == g.epoch && l.owner == g.owner,
-            None => g.node == c.node && c.args.owner.as_deref().is_none_or(|o| o == g.owner),
+            None => match cascade_epoch(j, c) {
+                Some(epoch) => epoch == g.epoch,
+                None => return,
+            },
         };
         if !own {
             out.push(Violation {
@@ -515,6 +562,8 @@ fn no_live_run_deleted(j: &Judged, out: &mut Vec<Violation>) {
                     g.owner,
                     g.expires_at - now
                 ),
+                op: Some(c.op.as_str()),
+                call: Some(c.id),
             });
         }
     });
@@ -543,6 +592,8 @@ fn settled_value_matches_workflow(j: &Judged, out: &mut Vec<Violation>) {
                             t(f.at_ns),
                             value.as_deref().unwrap_or("no value")
                         ),
+                        op: None,
+                        call: None,
                     });
                 }
             }
@@ -568,6 +619,8 @@ fn all_runs_settle_after_heal(j: &Judged, out: &mut Vec<Violation>) {
                     audit.verdict,
                     audit.reason
                 ),
+                op: None,
+                call: None,
             });
         }
     }
@@ -576,6 +629,8 @@ fn all_runs_settle_after_heal(j: &Judged, out: &mut Vec<Violation>) {
             out.push(Violation {
                 property: P,
                 witness: format!("run {run} ends with {} journal entries and no meta row", entries.len()),
+                op: None,
+                call: None,
             });
         }
     }
@@ -642,6 +697,7 @@ mod tests {
                 outcome: Outcome::Ok { detail: String::new() },
                 granted,
                 checked_now_ms: Some(self.now_ms),
+                lease_grant: None,
                 applied: Some(Applied {
                     order,
                     at_ns: ns,
@@ -839,9 +895,25 @@ mod tests {
         let r = h.acquire(0, "retention", "r", 1);
         h.delete(0, Some(&r), "r");
         assert!(h.judge("no_live_run_deleted").is_empty(), "the holder may delete its own run");
+        // A host decision under no lease is out of scope.
         let mut h = H::default();
         let _r = h.acquire(0, "retention", "r", 1);
         h.now_ms += TTL; // the brief lease lapses
+        let _host = h.acquire(1, "host", "r", 2);
+        h.delete(0, None, "r");
+        assert!(h.judge("no_live_run_deleted").is_empty(), "an unleased host delete");
+        // The same delete made by a retention cascade that did not pass its brief lease on.
+        let mut h = H::default();
+        let _r = h.acquire(0, "retention", "r", 1);
+        h.h.marks.push(crate::history::Mark {
+            point: "worker.retention.after_acquire",
+            node: 0,
+            incarnation: 0,
+            run_id: "r".into(),
+            epoch: Some(1),
+            applied_before: h.h.applied_count,
+        });
+        h.now_ms += TTL;
         let _host = h.acquire(1, "host", "r", 2);
         h.delete(0, None, "r");
         let v = h.judge("no_live_run_deleted");

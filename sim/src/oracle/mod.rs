@@ -14,7 +14,7 @@ pub mod properties;
 
 use serde::Serialize;
 
-use crate::history::History;
+use crate::history::{History, OpKind};
 use crate::world::FinalState;
 
 /// Whether a property must hold always, eventually (after the heal), or is a coverage goal.
@@ -38,10 +38,35 @@ pub struct Property {
 }
 
 /// One violated property with its witness.
+///
+/// `op` names the store operation of the offending call (`append`, `release`, `acquire`,
+/// ...) when the property can point at one call; finding rows match on property and op,
+/// so that, say, a stale release and a stale renew are told apart without any property
+/// knowing which flaw a profile has.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Violation {
     pub property: &'static str,
     pub witness: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub op: Option<&'static str>,
+    /// The offending call's id in the history, when there is one: where a witness
+    /// timeline can stop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call: Option<usize>,
+}
+
+impl Violation {
+    /// A violation that points at no single call.
+    pub fn new(property: &'static str, witness: String) -> Violation {
+        Violation { property, witness, op: None, call: None }
+    }
+
+    /// The same violation, naming the offending call (its operation and history id).
+    pub fn on(mut self, op: OpKind, call: usize) -> Violation {
+        self.op = Some(op.as_str());
+        self.call = Some(call);
+        self
+    }
 }
 
 /// Options from the scenario.

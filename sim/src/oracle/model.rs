@@ -20,6 +20,8 @@ pub struct Grant {
     pub epoch: u64,
     pub expires_at: i64,
     pub node: u32,
+    /// The acquire call that made the grant.
+    pub call: usize,
     pub granted_ns: u64,
     /// Set when its holder released it, or a legitimate delete removed it.
     pub ended: Option<(u64, &'static str)>,
@@ -98,6 +100,7 @@ pub fn walk_grants<'h>(j: &Judged<'h>, mut visit: impl FnMut(&'h Call, Option<&G
                             epoch,
                             expires_at,
                             node: c.node,
+                            call: c.id,
                             granted_ns: Judged::applied_ns(c),
                             ended: None,
                         },
@@ -151,6 +154,15 @@ pub fn staleness(c: &Call, g: Option<&Grant>) -> Option<String> {
     }
     if g.owner != lease.owner {
         return Some(format!("epoch {} belongs to {}", g.epoch, g.owner));
+    }
+    if c.lease_grant.is_some_and(|id| id != g.call) {
+        return Some(format!(
+            "epoch {} had been granted anew to n{} ({}) at t={}, while the caller's lease came from an earlier grant",
+            g.epoch,
+            g.node,
+            g.owner,
+            t(g.granted_ns)
+        ));
     }
     if let Some((at, why)) = g.ended {
         return Some(format!("epoch {} was {why} at t={}", g.epoch, t(at)));

@@ -93,6 +93,8 @@ fn no_stale_accept(j: &Judged, out: &mut Vec<Violation>) {
         if let Some(why) = staleness(c, g) {
             let l = c.lease.as_ref().map_or(0, |l| l.epoch.0);
             out.push(Violation {
+                op: Some(c.op.as_str()),
+                call: Some(c.id),
                 property: "no_stale_accept",
                 witness: format!(
                     "the {} of {} under epoch {l} took effect at t={} after {why}",
@@ -166,6 +168,8 @@ fn journal_equals_serial_history(j: &Judged, out: &mut Vec<Violation>) {
             });
             let have = actual.get(i).map_or("nothing".to_string(), |s| short(s));
             out.push(Violation {
+                op: None,
+                call: None,
                 property: p,
                 witness: format!(
                     "run {run}: journal position {} holds {have} but the applied history has {want} ({} entries stored, {} applied)",
@@ -183,6 +187,8 @@ fn journal_equals_serial_history(j: &Judged, out: &mut Vec<Violation>) {
             if let Some(prev) = last_seq {
                 if seq <= prev {
                     out.push(Violation {
+                        op: Some(c.op.as_str()),
+                        call: Some(c.id),
                         property: p,
                         witness: format!("run {run}: seq {seq} at position {} follows seq {prev}", i + 1),
                     });
@@ -190,6 +196,8 @@ fn journal_equals_serial_history(j: &Judged, out: &mut Vec<Violation>) {
             }
             if j.expect.contiguous_seqs && seq != i as u64 + 1 {
                 out.push(Violation {
+                    op: None,
+                    call: None,
                     property: p,
                     witness: format!(
                         "run {run}: position {} holds seq {seq}, not {} (seqs must run 1..N)",
@@ -204,6 +212,8 @@ fn journal_equals_serial_history(j: &Judged, out: &mut Vec<Violation>) {
                 if let Some((pe, pc)) = last_epoch {
                     if e < pe {
                         out.push(Violation {
+                            op: Some(c.op.as_str()),
+                            call: Some(c.id),
                             property: p,
                             witness: format!(
                                 "run {run}: epoch inversion, {}'s entry seq {seq} under epoch {e} follows {}'s entry under epoch {pe}",
@@ -222,13 +232,14 @@ fn journal_equals_serial_history(j: &Judged, out: &mut Vec<Violation>) {
 }
 
 /// Lower-epoch writes applied after higher-epoch writes, within one sequence of writes.
-fn epoch_regressions(writes: &[&Call]) -> Option<(u64, u64, String, String, u64)> {
+#[allow(clippy::type_complexity)]
+fn epoch_regressions(writes: &[&Call]) -> Option<(u64, u64, String, String, u64, OpKind, usize)> {
     let mut hi: Option<(u64, &Call)> = None;
     for c in writes {
         let Some(e) = c.lease.as_ref().map(|l| l.epoch.0) else { continue };
         if let Some((he, hc)) = hi {
             if e < he {
-                return Some((e, he, who(c), who(hc), Judged::applied_ns(c)));
+                return Some((e, he, who(c), who(hc), Judged::applied_ns(c), c.op, c.id));
             }
         }
         if hi.is_none_or(|(he, _)| e > he) {
@@ -250,6 +261,8 @@ fn meta_is_last_accepted(j: &Judged, out: &mut Vec<Violation>) {
         let have = j.fin.meta.get(run).map(|s| s.as_str());
         if want != have {
             out.push(Violation {
+                op: None,
+                call: None,
                 property: p,
                 witness: format!(
                     "run {run}: the meta row is {} but the last applied meta write is {}",
@@ -258,8 +271,10 @@ fn meta_is_last_accepted(j: &Judged, out: &mut Vec<Violation>) {
                 ),
             });
         }
-        if let Some((e, he, w, hw, at)) = epoch_regressions(writes) {
+        if let Some((e, he, w, hw, at, op, id)) = epoch_regressions(writes) {
             out.push(Violation {
+                op: Some(op.as_str()),
+                call: Some(id),
                 property: p,
                 witness: format!(
                     "run {run}: {w}'s meta write under epoch {e} landed at t={} over {hw}'s write under epoch {he}",
@@ -282,6 +297,8 @@ fn blobs_replay_serial_history(j: &Judged, out: &mut Vec<Violation>) {
         let have = j.fin.blobs.get(blob_ref).map(|b| b.as_slice());
         if want != have {
             out.push(Violation {
+                op: None,
+                call: None,
                 property: p,
                 witness: format!(
                     "blob {blob_ref}: stored {} but the applied history leaves {}",
@@ -290,8 +307,10 @@ fn blobs_replay_serial_history(j: &Judged, out: &mut Vec<Violation>) {
                 ),
             });
         }
-        if let Some((e, he, w, hw, at)) = epoch_regressions(writes) {
+        if let Some((e, he, w, hw, at, op, id)) = epoch_regressions(writes) {
             out.push(Violation {
+                op: Some(op.as_str()),
+                call: Some(id),
                 property: p,
                 witness: format!(
                     "blob {blob_ref}: {w}'s write under epoch {e} landed at t={} over {hw}'s write under epoch {he}",
@@ -307,6 +326,8 @@ fn no_cross_run_write(j: &Judged, out: &mut Vec<Violation>) {
         if let Some(l) = &c.lease {
             if l.run_id != c.run_id {
                 out.push(Violation {
+                    op: Some(c.op.as_str()),
+                    call: Some(c.id),
                     property: "no_cross_run_write",
                     witness: format!(
                         "the {} of {} took effect at t={} under the lease of run {} (epoch {})",
@@ -332,6 +353,8 @@ fn epochs_granted_once_and_increasing(j: &Judged, out: &mut Vec<Violation>) {
         if let Some((h, hc)) = high.get(c.run_id.as_str()) {
             if e <= *h {
                 out.push(Violation {
+                    op: Some(c.op.as_str()),
+                    call: Some(c.id),
                     property: "epochs_granted_once_and_increasing",
                     witness: format!(
                         "run {}: {} was granted epoch {e} at t={} although {} had been granted epoch {h} at t={}",
@@ -358,6 +381,8 @@ fn lease_exclusive(j: &Judged, out: &mut Vec<Violation>) {
         if g.ended.is_none() && g.expires_at > now {
             let e = c.granted.as_ref().map_or(0, |l| l.epoch.0);
             out.push(Violation {
+                op: Some(c.op.as_str()),
+                call: Some(c.id),
                 property: "lease_exclusive",
                 witness: format!(
                     "run {}: {} acquired epoch {e} at t={} while n{} ({})'s epoch {} was live for another {}ms by that store's clock",
@@ -406,6 +431,8 @@ fn expiry_set_only_by_holder(j: &Judged, out: &mut Vec<Violation>) {
                 None => "no row".to_string(),
             };
             out.push(Violation {
+                op: Some(c.op.as_str()),
+                call: Some(c.id),
                 property: "expiry_set_only_by_holder",
                 witness: format!(
                     "run {run}: the {} of {} at t={} changed the lease row from {} to {}",
@@ -423,6 +450,8 @@ fn expiry_set_only_by_holder(j: &Judged, out: &mut Vec<Violation>) {
 fn every_boot_succeeds(j: &Judged, out: &mut Vec<Violation>) {
     for c in j.history.calls.iter().filter(|c| c.op == OpKind::Boot && rejected(c)) {
         out.push(Violation {
+            op: Some(c.op.as_str()),
+            call: Some(c.id),
             property: "every_boot_succeeds",
             witness: format!(
                 "n{} failed to construct its store at t={}: {}",
@@ -437,6 +466,8 @@ fn every_boot_succeeds(j: &Judged, out: &mut Vec<Violation>) {
 fn rejected_call_changed_nothing(j: &Judged, out: &mut Vec<Violation>) {
     for c in j.history.calls.iter().filter(|c| rejected(c) && c.applied.is_some()) {
         out.push(Violation {
+            op: Some(c.op.as_str()),
+            call: Some(c.id),
             property: "rejected_call_changed_nothing",
             witness: format!(
                 "the {} of {} returned {} but committed at t={}",
