@@ -1,10 +1,10 @@
-//! Regression snapshots of the store-level findings: each committed, minimized plan
+//! Regression snapshots of every finding: each committed, minimized plan
 //! (`tests/plans/<ID>.json`, produced by `fencesim shrink --finding <ID> --seed N`) is
 //! replayed under its flawed profile; the finding's generic matcher must catch it, and the
 //! witness (decisions, violations, the timeline up to the witness) must equal the insta
 //! snapshot in the top-level `snapshots/` folder. The same plan under `current` must pass.
 //!
-//! Adding a row (F1, F2, F4 when their scenarios exist): shrink a failing seed into
+//! Adding a row: shrink a failing seed into
 //! `tests/plans/<ID>.json`, add `regression!(fn_name, "<ID>");` below, run once with
 //! `INSTA_UPDATE=always` (or `cargo insta test` then `cargo insta review`), review the new
 //! `snapshots/<ID>.snap`, and commit both files.
@@ -64,3 +64,6 @@ regression!(f3b_stale_release_then_third_owner, "F3b");
 regression!(f3c_stale_renew_rewrites_expiry, "F3c");
 regression!(b_concurrent_boots, "B");
 regression!(t_zombie_after_recreate, "T");
+regression!(f1_stale_terminal_meta, "F1");
+regression!(f2_stale_checkpoint_save, "F2");
+regression!(f4_stale_retention_delete, "F4");
