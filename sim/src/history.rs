@@ -199,6 +199,16 @@ pub struct Args {
     pub owner: Option<String>,
 }
 
+/// What a successful read returned (kept to judge it against the serial history).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Read {
+    Entries(Vec<store::JournalEntry>),
+    Meta(Option<store::RunMeta>),
+    Blob(Option<Vec<u8>>),
+    Refs(Vec<String>),
+    Runs { filter: store::RunFilter, metas: Vec<store::RunMeta> },
+}
+
 /// One call.
 #[derive(Clone, Debug, Serialize)]
 pub struct Call {
@@ -219,6 +229,12 @@ pub struct Call {
     /// The store clock when the fence (or acquire's liveness) check passed.
     pub checked_now_ms: Option<i64>,
     pub applied: Option<Applied>,
+    /// How many mutations had been applied when the call returned (a read saw exactly
+    /// those: SQLite reads one committed snapshot, and every commit is noted at once).
+    pub seen_at: Option<usize>,
+    /// What a successful read returned.
+    #[serde(skip)]
+    pub read: Option<Read>,
     /// For a lease-carrying call made under [`under_grant`]: the id of the acquire call
     /// that granted the lease it carries. `None` when the actor did not say.
     pub lease_grant: Option<usize>,
@@ -345,6 +361,8 @@ impl Recorder {
             granted: None,
             checked_now_ms: None,
             applied: None,
+            seen_at: None,
+            read: None,
             lease_grant: if lease.is_some() { CURRENT_GRANT.with(|c| c.get()) } else { None },
         });
         id
@@ -369,10 +387,12 @@ impl Recorder {
 
     pub fn ret(&self, id: usize, outcome: Outcome, granted: Option<Lease>, now_ns: u64) {
         let mut h = self.inner.borrow_mut();
+        let seen_at = h.applied_count;
         let c = &mut h.calls[id];
         c.returned_ns = Some(now_ns);
         c.outcome = outcome;
         c.granted = granted;
+        c.seen_at = Some(seen_at);
         let line = Event {
             at_ns: now_ns,
             node: Some(c.node),
@@ -390,6 +410,11 @@ impl Recorder {
         {
             h.events.push(line);
         }
+    }
+
+    /// What a successful read returned.
+    pub fn read(&self, id: usize, read: Read) {
+        self.inner.borrow_mut().calls[id].read = Some(read);
     }
 
     /// The node died with the call in flight.

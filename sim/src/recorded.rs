@@ -13,7 +13,7 @@ use store::{
 };
 
 use crate::env::now_ns;
-use crate::history::{Args, OpKind, Outcome, Recorder, WithCall};
+use crate::history::{Args, OpKind, Outcome, Read, Recorder, WithCall};
 
 /// Marks a call `Unknown` if its future is dropped before it returns (the node died).
 struct InFlight {
@@ -54,10 +54,32 @@ impl Caller {
     where
         F: Future<Output = Result<T, StoreError>>,
     {
+        self.call_read(op, run_id, lease, args, fut, detail, granted, |_| None).await
+    }
+
+    /// As [`Caller::call`], also keeping what a successful read returned.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn call_read<T, F>(
+        &self,
+        op: OpKind,
+        run_id: &str,
+        lease: Option<&Lease>,
+        args: Args,
+        fut: F,
+        detail: impl FnOnce(&T) -> String,
+        granted: impl FnOnce(&T) -> Option<Lease>,
+        read: impl FnOnce(&T) -> Option<Read>,
+    ) -> Result<T, StoreError>
+    where
+        F: Future<Output = Result<T, StoreError>>,
+    {
         let id = self.rec.invoke(self.node, self.incarnation, op, run_id, lease, args, now_ns());
         let mut guard = InFlight { rec: self.rec.clone(), id, done: false };
         let r = WithCall { id, inner: Box::pin(fut) }.await;
         let g = r.as_ref().ok().and_then(granted);
+        if let Some(value) = r.as_ref().ok().and_then(read) {
+            self.rec.read(id, value);
+        }
         self.rec.ret(id, Outcome::from_result(&r, detail), g, now_ns());
         guard.done = true;
         r
@@ -106,7 +128,7 @@ impl JournalStore for RecordedStore {
     async fn load(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
         let fut = self.inner.load(run_id);
         self.caller
-            .call(
+            .call_read(
                 OpKind::Load,
                 run_id,
                 None,
@@ -114,6 +136,7 @@ impl JournalStore for RecordedStore {
                 fut,
                 |v: &Vec<JournalEntry>| format!("{} entries", v.len()),
                 none,
+                |v: &Vec<JournalEntry>| Some(Read::Entries(v.clone())),
             )
             .await
     }
@@ -128,7 +151,7 @@ impl JournalStore for RecordedStore {
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunMeta>, StoreError> {
         let fut = self.inner.list_runs(filter);
         self.caller
-            .call(
+            .call_read(
                 OpKind::ListRuns,
                 "",
                 None,
@@ -136,6 +159,7 @@ impl JournalStore for RecordedStore {
                 fut,
                 |v: &Vec<RunMeta>| format!("{} runs", v.len()),
                 none,
+                |v: &Vec<RunMeta>| Some(Read::Runs { filter: filter.clone(), metas: v.clone() }),
             )
             .await
     }
@@ -153,7 +177,18 @@ impl JournalStore for RecordedStore {
 impl MetaLookup for RecordedStore {
     async fn get_meta(&self, run_id: &str) -> Result<Option<RunMeta>, StoreError> {
         let fut = self.inner.get_meta(run_id);
-        self.caller.call(OpKind::GetMeta, run_id, None, Args::default(), fut, blank, none).await
+        self.caller
+            .call_read(
+                OpKind::GetMeta,
+                run_id,
+                None,
+                Args::default(),
+                fut,
+                blank,
+                none,
+                |m: &Option<RunMeta>| Some(Read::Meta(m.clone())),
+            )
+            .await
     }
 }
 
@@ -203,14 +238,23 @@ impl TranscriptStore for RecordedTranscripts {
         let args = Args { blob_ref: Some(blob_ref.to_string()), ..Args::default() };
         let fut = self.inner.get(blob_ref);
         self.caller
-            .call(OpKind::BlobGet, store::types::run_of_ref(blob_ref), None, args, fut, blank, none)
+            .call_read(
+                OpKind::BlobGet,
+                store::types::run_of_ref(blob_ref),
+                None,
+                args,
+                fut,
+                blank,
+                none,
+                |b: &Option<Vec<u8>>| Some(Read::Blob(b.clone())),
+            )
             .await
     }
 
     async fn list(&self, run_id: &str) -> Result<Vec<String>, StoreError> {
         let fut = self.inner.list(run_id);
         self.caller
-            .call(
+            .call_read(
                 OpKind::BlobList,
                 run_id,
                 None,
@@ -218,6 +262,7 @@ impl TranscriptStore for RecordedTranscripts {
                 fut,
                 |v: &Vec<String>| format!("{} refs", v.len()),
                 none,
+                |v: &Vec<String>| Some(Read::Refs(v.clone())),
             )
             .await
     }

@@ -38,8 +38,11 @@ pub fn execute(
         return Err(format!("the plan is for scenario {:?}, not {:?}", plan.scenario, scenario.name()));
     }
     let out = run(scenario, Profile::of(profile), plan.clone())?;
-    let mut violations =
-        judge(&out.history, &out.fin, Expect { contiguous_seqs: scenario.contiguous_seqs() });
+    let mut violations = judge(
+        &out.history,
+        &out.fin,
+        Expect { contiguous_seqs: scenario.contiguous_seqs(), ttl_ms: Some(plan.knobs.ttl_ms) },
+    );
     violations.extend(out.scenario_violations.iter().cloned());
     let report = RunReport {
         scenario: scenario.name().to_string(),

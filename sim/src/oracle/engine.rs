@@ -705,6 +705,8 @@ mod tests {
                     lease_row: row,
                     site_epoch: None,
                 }),
+                seen_at: Some(order + 1),
+                read: None,
             });
         }
         fn acquire(&mut self, node: u32, owner: &str, run: &str, epoch: u64) -> Lease {

@@ -73,6 +73,8 @@ impl Violation {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Expect {
     pub contiguous_seqs: bool,
+    /// The lease ttl the stores were built with (judged by `grant_lasts_the_ttl`).
+    pub ttl_ms: Option<u64>,
 }
 
 /// Every property: the store-level ones, then the engine-level ones.

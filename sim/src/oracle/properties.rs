@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::model::{rejected, staleness, t, walk_grants, who, Judged};
 use super::{Expectation, Property, Violation};
-use crate::history::{describe_call, Call, OpKind};
+use crate::history::{describe_call, Call, OpKind, Read};
 
 /// Every store-level property, in report order.
 pub const ALL: &[Property] = &[
@@ -78,6 +78,20 @@ pub const ALL: &[Property] = &[
         claim: "A call that returned an error applied nothing.",
         not_checked: "Calls whose outcome is unknown (they may or may not have applied).",
         check: rejected_call_changed_nothing,
+    },
+    Property {
+        name: "reads_see_serial_history",
+        expectation: Expectation::Always,
+        claim: "Every successful read (load, get_meta, list_runs, blob get and list) returns exactly the state the applied mutations had built when it returned; list_runs may over-match its filter but never drops a match.",
+        not_checked: "Reads whose node died in flight; the order of list results.",
+        check: reads_see_serial_history,
+    },
+    Property {
+        name: "grant_lasts_the_ttl",
+        expectation: Expectation::Always,
+        claim: "Every applied acquire and renew sets the lease to expire one ttl after the store's clock read it (between the check's and the commit's reading).",
+        not_checked: "Scenarios that do not state their ttl; whether the clock itself is right.",
+        check: grant_lasts_the_ttl,
     },
 ];
 
@@ -477,5 +491,287 @@ fn rejected_call_changed_nothing(j: &Judged, out: &mut Vec<Violation>) {
                 t(Judged::applied_ns(c))
             ),
         });
+    }
+}
+
+/// The serial state the reads are judged against.
+#[derive(Default)]
+struct ReadModel {
+    journal: BTreeMap<String, Vec<store::JournalEntry>>,
+    meta: BTreeMap<String, store::RunMeta>,
+    blobs: BTreeMap<String, Vec<u8>>,
+}
+
+impl ReadModel {
+    fn apply(&mut self, c: &Call) {
+        let payload = c.args.payload.as_deref();
+        match c.op {
+            OpKind::Append => {
+                if let Some(e) = payload.and_then(|p| store::JournalEntry::from_json(p).ok()) {
+                    self.journal.entry(c.run_id.clone()).or_default().push(e);
+                }
+            }
+            OpKind::PutMeta => {
+                if let Some(m) = payload.and_then(|p| store::RunMeta::from_json(p).ok()) {
+                    self.meta.insert(c.run_id.clone(), m);
+                }
+            }
+            OpKind::Delete => {
+                self.journal.remove(&c.run_id);
+                self.meta.remove(&c.run_id);
+            }
+            OpKind::BlobPut => {
+                if let (Some(r), Some(b)) = (&c.args.blob_ref, &c.args.bytes) {
+                    self.blobs.insert(r.clone(), b.clone());
+                }
+            }
+            OpKind::BlobDelete => {
+                if let Some(r) = &c.args.blob_ref {
+                    self.blobs.remove(r);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// What is wrong with `read`, in words; `None` when it is exactly the model.
+    fn judge(&self, c: &Call, read: &Read) -> Option<String> {
+        let run = &c.run_id;
+        match read {
+            Read::Entries(got) => {
+                let want = self.journal.get(run).map_or(&[][..], |v| v.as_slice());
+                if got.as_slice() == want {
+                    return None;
+                }
+                let at = (0..got.len().max(want.len())).find(|&i| got.get(i) != want.get(i)).unwrap_or(0);
+                Some(format!(
+                    "returned {} entries where {} were durable (first difference at position {}: {} instead of {})",
+                    got.len(),
+                    want.len(),
+                    at + 1,
+                    got.get(at).map_or("nothing".into(), |e| short(&e.to_json())),
+                    want.get(at).map_or("nothing".into(), |e| short(&e.to_json()))
+                ))
+            }
+            Read::Meta(got) => {
+                let want = self.meta.get(run);
+                (got.as_ref() != want).then(|| {
+                    format!(
+                        "returned {} where the durable meta is {}",
+                        got.as_ref().map_or("no row".into(), |m| short(&m.to_json())),
+                        want.map_or("no row".into(), |m| short(&m.to_json()))
+                    )
+                })
+            }
+            Read::Blob(got) => {
+                let r = c.args.blob_ref.as_deref().unwrap_or("");
+                let want = self.blobs.get(r);
+                (got.as_ref() != want).then(|| {
+                    format!(
+                        "returned {} bytes for {r} where {} are durable",
+                        got.as_ref().map_or("no".into(), |b| b.len().to_string()),
+                        want.map_or("none".into(), |b| b.len().to_string())
+                    )
+                })
+            }
+            Read::Refs(got) => {
+                let mut got = got.clone();
+                got.sort();
+                let prefix = format!("{run}/");
+                let want: Vec<String> =
+                    self.blobs.keys().filter(|r| r.starts_with(&prefix)).cloned().collect();
+                (got != want).then(|| format!("listed {got:?} where {want:?} are durable"))
+            }
+            Read::Runs { filter, metas } => {
+                for m in metas {
+                    if self.meta.get(&m.run_id) != Some(m) {
+                        return Some(format!(
+                            "listed run {} as {} which is not its durable meta ({})",
+                            m.run_id,
+                            short(&m.to_json()),
+                            self.meta.get(&m.run_id).map_or("no row".into(), |d| short(&d.to_json()))
+                        ));
+                    }
+                }
+                let dropped = self
+                    .meta
+                    .values()
+                    .find(|m| filter.matches(m) && !metas.iter().any(|x| x.run_id == m.run_id));
+                dropped.map(|m| format!("dropped run {} ({}) which matches the filter", m.run_id, m.status))
+            }
+        }
+    }
+}
+
+fn reads_see_serial_history(j: &Judged, out: &mut Vec<Violation>) {
+    let mut reads: Vec<&Call> = j
+        .history
+        .calls
+        .iter()
+        .filter(|c| c.read.is_some() && c.outcome.is_ok() && c.seen_at.is_some())
+        .collect();
+    if reads.is_empty() {
+        return;
+    }
+    reads.sort_by_key(|c| (c.seen_at, c.id));
+    let mut mutations: Vec<&Call> = j.applied.iter().copied().filter(|c| c.applied.is_some()).collect();
+    mutations.sort_by_key(|c| c.applied.as_ref().map_or(usize::MAX, |a| a.order));
+    let mut model = ReadModel::default();
+    let mut next = 0;
+    for c in reads {
+        let seen = c.seen_at.unwrap_or(0);
+        while next < mutations.len() && mutations[next].applied.as_ref().is_some_and(|a| a.order < seen) {
+            model.apply(mutations[next]);
+            next += 1;
+        }
+        let Some(read) = &c.read else { continue };
+        if let Some(why) = model.judge(c, read) {
+            out.push(
+                Violation::new(
+                    "reads_see_serial_history",
+                    format!("{} by {} at t={} {why}", op_name(c), who(c), t(c.returned_ns.unwrap_or(0))),
+                )
+                .on(c.op, c.id),
+            );
+        }
+    }
+}
+
+fn grant_lasts_the_ttl(j: &Judged, out: &mut Vec<Violation>) {
+    let Some(ttl) = j.expect.ttl_ms else { return };
+    let ttl = ttl as i64;
+    for &c in &j.applied {
+        if !matches!(c.op, OpKind::Acquire | OpKind::Renew) {
+            continue;
+        }
+        let (Some(a), Some(checked)) = (&c.applied, c.checked_now_ms) else { continue };
+        let Some(row) = &a.lease_row else { continue };
+        // Only judge the row this call wrote (its own grant or lease).
+        let epoch = c.granted.as_ref().or(c.lease.as_ref()).map(|l| l.epoch.0);
+        if epoch != Some(row.epoch) {
+            continue;
+        }
+        let (lo, hi) = (checked + ttl, a.store_now_ms + ttl);
+        if row.expires_at < lo || row.expires_at > hi {
+            out.push(
+                Violation::new(
+                    "grant_lasts_the_ttl",
+                    format!(
+                        "{} by {} at t={} set expires_at={} but the store's clock read {}..{} with a ttl of {ttl}ms (want {lo}..{hi})",
+                        op_name(c),
+                        who(c),
+                        t(Judged::applied_ns(c)),
+                        row.expires_at,
+                        checked,
+                        a.store_now_ms
+                    ),
+                )
+                .on(c.op, c.id),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The read and ttl properties shown able to fail on minimal histories.
+
+    use serde_json::json;
+    use store::{Epoch, JournalEntry, Lease, RunFilter, RunMeta, RunStatus};
+
+    use super::*;
+    use crate::history::{Applied, Args, History, LeaseRow, Outcome};
+    use crate::oracle::Expect;
+    use crate::world::FinalState;
+
+    fn call(id: usize, op: OpKind, args: Args, applied: Option<usize>, seen_at: usize) -> Call {
+        Call {
+            id,
+            node: 0,
+            incarnation: 0,
+            op,
+            run_id: "r".into(),
+            lease: None,
+            args,
+            invoked_ns: id as u64,
+            returned_ns: Some(id as u64),
+            outcome: Outcome::Ok { detail: String::new() },
+            granted: None,
+            checked_now_ms: Some(100),
+            applied: applied.map(|order| Applied {
+                order,
+                at_ns: id as u64,
+                store_now_ms: 100,
+                lease_row: None,
+                site_epoch: None,
+            }),
+            lease_grant: None,
+            seen_at: Some(seen_at),
+            read: None,
+        }
+    }
+
+    fn judge(h: &History, ttl: Option<u64>, name: &str) -> Vec<Violation> {
+        let fin = FinalState::default();
+        let j = Judged::build(h, &fin, Expect { contiguous_seqs: false, ttl_ms: ttl });
+        let p = ALL.iter().find(|p| p.name == name).expect("property");
+        let mut out = Vec::new();
+        (p.check)(&j, &mut out);
+        out
+    }
+
+    #[test]
+    fn a_load_that_misses_a_durable_entry_is_caught() {
+        let e1 = JournalEntry::new(1, "agent", "running", json!({}));
+        let e2 = JournalEntry::new(2, "agent", "ok", json!("v"));
+        let mut h = History::default();
+        for (i, e) in [&e1, &e2].into_iter().enumerate() {
+            let args = Args { seq: Some(e.seq.0), payload: Some(e.to_json()), ..Args::default() };
+            h.calls.push(call(i, OpKind::Append, args, Some(i), i + 1));
+        }
+        h.applied_count = 2;
+        let mut first = call(2, OpKind::Load, Args::default(), None, 1);
+        first.read = Some(Read::Entries(vec![e1.clone()]));
+        let mut second = call(3, OpKind::Load, Args::default(), None, 2);
+        second.read = Some(Read::Entries(vec![e1.clone(), e2.clone()]));
+        h.calls.push(first);
+        h.calls.push(second);
+        assert!(judge(&h, None, "reads_see_serial_history").is_empty());
+        h.calls[3].read = Some(Read::Entries(vec![e1.clone()]));
+        let v = judge(&h, None, "reads_see_serial_history");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("1 entries where 2 were durable"), "{}", v[0].witness);
+    }
+
+    #[test]
+    fn a_list_that_drops_a_matching_run_is_caught_and_over_matching_is_not() {
+        let running = RunMeta::new("r", RunStatus::Running);
+        let mut h = History::default();
+        let args = Args { payload: Some(running.to_json()), ..Args::default() };
+        h.calls.push(call(0, OpKind::PutMeta, args, Some(0), 1));
+        h.applied_count = 1;
+        let mut list = call(1, OpKind::ListRuns, Args::default(), None, 1);
+        let only_ok = RunFilter { status: Some(RunStatus::Ok), ..RunFilter::default() };
+        list.read = Some(Read::Runs { filter: only_ok, metas: vec![running.clone()] });
+        h.calls.push(list);
+        assert!(judge(&h, None, "reads_see_serial_history").is_empty(), "over-matching is allowed");
+        h.calls[1].read = Some(Read::Runs { filter: RunFilter::resumable(), metas: vec![] });
+        assert_eq!(judge(&h, None, "reads_see_serial_history").len(), 1);
+    }
+
+    #[test]
+    fn a_renew_that_does_not_extend_is_caught() {
+        let lease = Lease { run_id: "r".into(), owner: "o".into(), epoch: Epoch(1) };
+        let mut h = History::default();
+        let mut renew = call(0, OpKind::Renew, Args::default(), Some(0), 1);
+        renew.lease = Some(lease.clone());
+        renew.applied.as_mut().unwrap().lease_row =
+            Some(LeaseRow { owner: "o".into(), epoch: 1, expires_at: 400 });
+        h.calls.push(renew);
+        h.applied_count = 1;
+        assert!(judge(&h, Some(300), "grant_lasts_the_ttl").is_empty());
+        assert!(judge(&h, None, "grant_lasts_the_ttl").is_empty(), "no stated ttl: not judged");
+        h.calls[0].applied.as_mut().unwrap().lease_row.as_mut().unwrap().expires_at = 350;
+        assert_eq!(judge(&h, Some(300), "grant_lasts_the_ttl").len(), 1);
     }
 }
