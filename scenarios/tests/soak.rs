@@ -85,3 +85,29 @@ fn concurrent_boots_crash_without_the_retry() {
     assert!(found.is_some(), "no boot failure in 50 seeds of 6-8 concurrent boots");
     assert_clean(&BOOT_RACE, 0..40);
 }
+
+#[test]
+fn plain_soak_finds_every_f3_sub_case_under_v1_44_0_and_none_under_v1_44_1() {
+    // The generic soak (all surfaces, swarm faults everywhere), judged by the findings rows'
+    // generic matchers: a stale append after a takeover (F3a), a stale release letting a
+    // third owner in (F3b), a stale renew rewriting the successor's expiry (F3c).
+    for id in ["F3a", "F3b", "F3c"] {
+        let row = sim::findings::finding(id).expect("row");
+        let seed = (0..50u64).find(|&seed| {
+            let out = execute(&SOAK, ProfileName::V1_44_0, seed, None, None).expect("run");
+            row.caught_by(&out.violations).is_some()
+        });
+        assert!(seed.is_some(), "{id} not found by the plain soak within 50 seeds under v1_44_0");
+    }
+    for seed in 0..6u64 {
+        let out = execute(&SOAK, ProfileName::V1_44_1, seed, None, None).expect("run");
+        for id in ["F3a", "F3b", "F3c"] {
+            let row = sim::findings::finding(id).expect("row");
+            assert!(
+                row.caught_by(&out.violations).is_none(),
+                "{id} under v1_44_1 seed {seed}: {:?}",
+                out.violations
+            );
+        }
+    }
+}
