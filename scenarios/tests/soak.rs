@@ -111,3 +111,29 @@ fn plain_soak_finds_every_f3_sub_case_under_v1_44_0_and_none_under_v1_44_1() {
         }
     }
 }
+
+#[test]
+fn soak_reaches_its_coverage_goals() {
+    // A clean verdict only means something if the storm took leases over from silent holders
+    // and the fence refused superseded writers; the queue also exercises the engine's goals.
+    let out = execute(&SOAK, ProfileName::Current, 0, None, None).expect("run");
+    for goal in ["takeover_of_a_silent_holder", "superseded_write_refused"] {
+        assert!(
+            out.report.goals.iter().any(|g| g == goal),
+            "soak seed 0 did not meet {goal}: {:?}",
+            out.report.goals
+        );
+    }
+    assert!(!out.report.goals.iter().any(|g| g == "turn_paid_again_in_a_window"), "the soak pays no turns");
+    let met: Vec<String> = (0..10)
+        .flat_map(|seed| {
+            execute(&scenarios::engine::QUEUE, ProfileName::Current, seed, None, None)
+                .expect("run")
+                .report
+                .goals
+        })
+        .collect();
+    for goal in ["run_resumed_by_a_later_segment", "suspension_resolved", "turn_paid_again_in_a_window"] {
+        assert!(met.iter().any(|g| g == goal), "10 queue seeds never met {goal}");
+    }
+}

@@ -103,6 +103,8 @@ pub struct RunReport {
     /// The scenario's own table (the kill-point rows), if it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub table: Option<String>,
+    /// The coverage goals this run met.
+    pub goals: Vec<String>,
 }
 
 /// The exact command that reproduces a run.

@@ -4,7 +4,7 @@
 use store::{Profile, ProfileName};
 
 use crate::history::History;
-use crate::oracle::{judge, Expect, Violation};
+use crate::oracle::{assess, Expect, Violation};
 use crate::plan::Plan;
 use crate::report::{reproduce, trace_hash, RunReport};
 use crate::world::{run, FinalState, Scenario};
@@ -38,7 +38,7 @@ pub fn execute(
         return Err(format!("the plan is for scenario {:?}, not {:?}", plan.scenario, scenario.name()));
     }
     let out = run(scenario, Profile::of(profile), plan.clone())?;
-    let mut violations = judge(
+    let (mut violations, goals) = assess(
         &out.history,
         &out.fin,
         Expect { contiguous_seqs: scenario.contiguous_seqs(), ttl_ms: Some(plan.knobs.ttl_ms) },
@@ -64,6 +64,7 @@ pub fn execute(
             .map(|(k, v)| (k.to_string(), (v.reached, v.fired, v.crashed)))
             .collect(),
         table: out.table.clone(),
+        goals: goals.iter().map(|g| g.to_string()).collect(),
     };
     Ok(Outcome { plan, history: out.history, fin: out.fin, violations, report })
 }

@@ -107,6 +107,9 @@ pub struct SweepReport {
     pub seeds_per_sec: f64,
     pub wall_ms: u64,
     pub fault_points_hit: BTreeMap<String, PointCoverage>,
+    /// Per coverage goal: in how many seeds it was met (goals never met are listed too).
+    #[serde(default)]
+    pub goals_met: BTreeMap<String, u64>,
 }
 
 impl SweepReport {
@@ -132,6 +135,9 @@ impl SweepReport {
             m.nondeterministic.extend(p.nondeterministic);
             for (k, v) in p.failures_per_property {
                 *m.failures_per_property.entry(k).or_default() += v;
+            }
+            for (k, v) in p.goals_met {
+                *m.goals_met.entry(k).or_default() += v;
             }
             for (k, v) in p.fault_points_hit {
                 let e = m.fault_points_hit.entry(k).or_default();
@@ -182,6 +188,23 @@ impl SweepReport {
         let fired = self.fault_points_hit.values().filter(|p| p.fired > 0).count();
         let _ = writeln!(s, "  fault points: {} reached, {} fired", self.fault_points_hit.len(), fired);
         s.push_str(&self.coverage_table());
+        s.push_str(&self.goals_line());
+        s
+    }
+
+    /// The coverage goals: seeds that met each, then the goals never met.
+    pub fn goals_line(&self) -> String {
+        let met: Vec<String> =
+            self.goals_met.iter().filter(|(_, n)| **n > 0).map(|(g, n)| format!("{g} {n}")).collect();
+        let never: Vec<&str> =
+            self.goals_met.iter().filter(|(_, n)| **n == 0).map(|(g, _)| g.as_str()).collect();
+        let mut s = format!(
+            "  coverage goals (seeds): {}\n",
+            if met.is_empty() { "none".into() } else { met.join(", ") }
+        );
+        if !never.is_empty() {
+            s.push_str(&format!("  goals never met: {}\n", never.join(", ")));
+        }
         s
     }
 
@@ -229,6 +252,7 @@ struct SeedResult {
     nondeterministic: bool,
     points: BTreeMap<String, (u64, u64, u64)>,
     passed: bool,
+    goals: Vec<String>,
 }
 
 fn run_seed(scenario: &'static dyn Scenario, opts: &SweepOptions, seed: u64) -> SeedResult {
@@ -264,6 +288,7 @@ fn run_seed(scenario: &'static dyn Scenario, opts: &SweepOptions, seed: u64) -> 
                 nondeterministic,
                 points: out.report.fault_points.clone(),
                 passed: out.report.passed,
+                goals: out.report.goals.clone(),
             }
         }
         Err(e) => SeedResult {
@@ -281,6 +306,7 @@ fn run_seed(scenario: &'static dyn Scenario, opts: &SweepOptions, seed: u64) -> 
             nondeterministic: false,
             points: BTreeMap::new(),
             passed: false,
+            goals: Vec::new(),
         },
     }
 }
@@ -376,8 +402,12 @@ pub fn run(scenario: &'static dyn Scenario, opts: &SweepOptions) -> SweepReport 
         seeds_per_sec: results.len() as f64 / wall.as_secs_f64().max(1e-9),
         wall_ms: wall.as_millis() as u64,
         fault_points_hit: BTreeMap::new(),
+        goals_met: crate::oracle::goals::GOALS.iter().map(|g| (g.name.to_string(), 0)).collect(),
     };
     for r in results {
+        for g in &r.goals {
+            *report.goals_met.entry(g.clone()).or_default() += 1;
+        }
         for (k, (reached, fired, crashed)) in &r.points {
             let e = report.fault_points_hit.entry(k.clone()).or_default();
             e.reached += reached;

@@ -9,6 +9,7 @@
 //! any writer's report.
 
 pub mod engine;
+pub mod goals;
 pub mod model;
 pub mod properties;
 
@@ -85,10 +86,15 @@ pub fn all_properties() -> impl Iterator<Item = &'static Property> {
 /// Judge one run with every property (an engine property over a history without engine
 /// facts or engine writes finds nothing to judge).
 pub fn judge(history: &History, fin: &FinalState, expect: Expect) -> Vec<Violation> {
+    assess(history, fin, expect).0
+}
+
+/// Judge one run, and list the coverage goals it met (see [`goals`]).
+pub fn assess(history: &History, fin: &FinalState, expect: Expect) -> (Vec<Violation>, Vec<&'static str>) {
     let judged = model::Judged::build(history, fin, expect);
     let mut out = Vec::new();
     for p in all_properties() {
         (p.check)(&judged, &mut out);
     }
-    out
+    (out, goals::met(&judged))
 }

@@ -1,0 +1,140 @@
+//! Coverage goals ("sometimes" properties): situations a sweep must reach at least once for
+//! its clean verdict to mean something. A run never fails on a goal; a sweep reports, per
+//! goal, in how many seeds it was met, and names the goals it never met (a scenario that
+//! never takes a lease over from a silent holder has not tested fencing).
+
+use std::collections::BTreeMap;
+
+use super::model::{walk_grants, Judged};
+use crate::history::{FactKind, OpKind, Outcome};
+
+/// One goal.
+pub struct Goal {
+    pub name: &'static str,
+    pub claim: &'static str,
+    pub check: fn(&Judged) -> bool,
+}
+
+/// Every goal, in report order.
+pub const GOALS: &[Goal] = &[
+    Goal {
+        name: "takeover_of_a_silent_holder",
+        claim: "An acquire was granted after the previous grant expired unreleased.",
+        check: takeover_of_a_silent_holder,
+    },
+    Goal {
+        name: "superseded_write_refused",
+        claim:
+            "A mutation carrying a superseded lease was refused (the fence held against a live stale writer).",
+        check: superseded_write_refused,
+    },
+    Goal { name: "busy_met", claim: "A call met SQLITE_BUSY.", check: busy_met },
+    Goal {
+        name: "crash_after_commit",
+        claim: "A process died with a call in flight whose write had already committed.",
+        check: crash_after_commit,
+    },
+    Goal {
+        name: "restarted_process_wrote",
+        claim: "A restarted process made a mutation that took effect.",
+        check: restarted_process_wrote,
+    },
+    Goal {
+        name: "run_resumed_by_a_later_segment",
+        claim: "A run's meta was written by a segment after its first (segments >= 2).",
+        check: run_resumed_by_a_later_segment,
+    },
+    Goal {
+        name: "turn_paid_again_in_a_window",
+        claim: "A turn was paid twice (the documented at-least-once window was exercised).",
+        check: turn_paid_again_in_a_window,
+    },
+    Goal {
+        name: "suspension_resolved",
+        claim: "An open suspension was resolved by a resolution entry.",
+        check: suspension_resolved,
+    },
+];
+
+/// The goals one run met.
+pub fn met(j: &Judged) -> Vec<&'static str> {
+    GOALS.iter().filter(|g| (g.check)(j)).map(|g| g.name).collect()
+}
+
+fn takeover_of_a_silent_holder(j: &Judged) -> bool {
+    let mut hit = false;
+    walk_grants(j, |c, g| {
+        if c.op != OpKind::Acquire {
+            return;
+        }
+        if let (Some(g), Some(now)) = (g, Judged::checked_ms(c)) {
+            hit |= g.ended.is_none() && now >= g.expires_at;
+        }
+    });
+    hit
+}
+
+fn superseded_write_refused(j: &Judged) -> bool {
+    let mut max_epoch: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut calls: Vec<_> = j.history.calls.iter().collect();
+    calls.sort_by_key(|c| c.returned_ns);
+    for c in calls {
+        if let Some(g) = &c.granted {
+            let e = max_epoch.entry(g.run_id.as_str()).or_default();
+            *e = (*e).max(g.epoch.0);
+        }
+        if let (Some(l), Outcome::Err { code, .. }) = (&c.lease, &c.outcome) {
+            if code == "lease_held" && max_epoch.get(l.run_id.as_str()).is_some_and(|&m| m > l.epoch.0) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+fn busy_met(j: &Judged) -> bool {
+    j.history.calls.iter().any(|c| matches!(&c.outcome, Outcome::Err { code, .. } if code == "busy"))
+}
+
+fn crash_after_commit(j: &Judged) -> bool {
+    j.history.calls.iter().any(|c| c.outcome == Outcome::Unknown && c.applied.is_some())
+}
+
+fn restarted_process_wrote(j: &Judged) -> bool {
+    j.applied.iter().any(|c| c.incarnation > 0)
+}
+
+fn run_resumed_by_a_later_segment(j: &Judged) -> bool {
+    j.applied.iter().any(|c| {
+        c.op == OpKind::PutMeta
+            && c.args
+                .payload
+                .as_deref()
+                .and_then(|p| store::RunMeta::from_json(p).ok())
+                .and_then(|m| m.segments)
+                .is_some_and(|s| s >= 2)
+    })
+}
+
+fn turn_paid_again_in_a_window(j: &Judged) -> bool {
+    let mut seen: BTreeMap<(&str, u64, u32), ()> = BTreeMap::new();
+    for f in &j.history.facts {
+        if let FactKind::Paid { run_id, dispatch, turn, .. } = &f.kind {
+            if seen.insert((run_id.as_str(), *dispatch, *turn), ()).is_some() {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+fn suspension_resolved(j: &Judged) -> bool {
+    j.applied.iter().any(|c| {
+        c.op == OpKind::Append
+            && c.args
+                .payload
+                .as_deref()
+                .and_then(|p| store::JournalEntry::from_json(p).ok())
+                .is_some_and(|e| e.kind == "resolution")
+    })
+}
