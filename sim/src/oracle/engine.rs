@@ -32,6 +32,13 @@ pub const ALL: &[Property] = &[
         check: segments_never_regress,
     },
     Property {
+        name: "every_boot_bumps_segments",
+        expectation: Expectation::Always,
+        claim: "The first meta write of a run under a new lease (a segment's boot write) sets segments above every earlier write's, so no two segments share a counter base.",
+        not_checked: "Meta writes that carry no lease (engines before the lease was threaded into meta).",
+        check: every_boot_bumps_segments,
+    },
+    Property {
         name: "journal_never_behind_meta",
         expectation: Expectation::Always,
         claim: "Every applied terminal meta write leaves the run consistent with its journal by the reconciler's table (the settle precedes the meta, and no terminal meta lands over live journal work).",
@@ -196,6 +203,41 @@ fn segments_never_regress(j: &Judged, out: &mut Vec<Violation>) {
                 if last.get(c.run_id.as_str()).is_none_or(|&(prev, _)| seg >= prev) {
                     last.insert(c.run_id.as_str(), (seg, c));
                 }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn every_boot_bumps_segments(j: &Judged, out: &mut Vec<Violation>) {
+    // Per run: the highest segments written so far, and the epoch of the last leased write.
+    let mut seen: BTreeMap<&str, (u64, Option<u64>)> = BTreeMap::new();
+    for &c in &j.applied {
+        match c.op {
+            OpKind::Delete => {
+                seen.remove(c.run_id.as_str());
+            }
+            OpKind::PutMeta => {
+                let Some(m) = meta_of(c) else { continue };
+                let Some(seg) = m.segments else { continue };
+                let Some(epoch) = c.lease.as_ref().map(|l| l.epoch.0) else { continue };
+                let entry = seen.entry(c.run_id.as_str()).or_insert((0, None));
+                if entry.1.is_some_and(|e| e != epoch) && seg <= entry.0 {
+                    out.push(Violation {
+                        property: "every_boot_bumps_segments",
+                        witness: format!(
+                            "run {}: {}'s first meta write under epoch {epoch} ({}) at t={} set segments={seg}, not above the {} already written",
+                            c.run_id,
+                            who(c),
+                            m.status,
+                            t(Judged::applied_ns(c)),
+                            entry.0
+                        ),
+                        op: Some(c.op.as_str()),
+                        call: Some(c.id),
+                    });
+                }
+                *entry = (entry.0.max(seg), Some(epoch));
             }
             _ => {}
         }
@@ -800,6 +842,22 @@ mod tests {
         let v = h.judge("segments_never_regress");
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].witness.contains("segments=1"), "{}", v[0].witness);
+    }
+
+    #[test]
+    fn a_boot_that_does_not_bump_segments_is_caught() {
+        let mut h = H::default();
+        let a = h.acquire(0, "a", "r", 1);
+        h.meta(0, Some(&a), "r", RunStatus::Running, 1);
+        h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
+        let b = h.acquire(1, "b", "r", 2);
+        h.meta(1, Some(&b), "r", RunStatus::Running, 2);
+        h.meta(1, Some(&b), "r", RunStatus::Ok, 2);
+        assert!(h.judge("every_boot_bumps_segments").is_empty());
+        let c = h.acquire(2, "c", "r", 3);
+        h.meta(2, Some(&c), "r", RunStatus::Running, 2);
+        assert_eq!(h.judge("every_boot_bumps_segments").len(), 1);
+        assert!(h.judge("segments_never_regress").is_empty(), "equal is no regression");
     }
 
     #[test]
