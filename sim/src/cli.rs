@@ -1,5 +1,6 @@
 //! The `fencesim` command-line program's logic (the binary in `scenarios` passes the
-//! catalog in): `list`, `run`, `sweep`, `merge`.
+//! catalog in): `list`, `run`, `sweep`, `merge`; real-process mode's `soak`, `bench-real`
+//! and its hidden child entry points live in `crate::real::cli`.
 //!
 //! Exit codes CI can use: 0 = every run passed, 1 = a property failed, 2 = bad input (an
 //! unknown scenario or profile, a malformed seed range or shard, an unreadable plan).
@@ -88,6 +89,17 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// One soak storm: N real OS processes over one SQLite file with --real, else its
+    /// simulated twin; judged by the same oracle.
+    Soak(crate::real::cli::SoakArgs),
+    /// Side-by-side benchmark: simulated vs real soak, kill points, detection, CPU.
+    BenchReal(crate::real::cli::BenchArgs),
+    /// (internal) One real soak writer process.
+    #[command(hide = true)]
+    SoakWriter(crate::real::cli::WriterArgs),
+    /// (internal) One kill-point child process.
+    #[command(hide = true)]
+    KillChild(crate::real::cli::KillChildArgs),
 }
 
 /// A usage error: printed, exit code 2.
@@ -286,5 +298,9 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
             }
             i32::from(!merged.failures.is_empty())
         }
+        Command::Soak(args) => crate::real::cli::soak(args, catalog),
+        Command::BenchReal(args) => crate::real::cli::bench_real(args, catalog),
+        Command::SoakWriter(args) => crate::real::cli::soak_writer(args),
+        Command::KillChild(args) => crate::real::cli::kill_child(args),
     }
 }

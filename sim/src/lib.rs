@@ -21,6 +21,7 @@ pub mod env;
 pub mod history;
 pub mod oracle;
 pub mod plan;
+pub mod real;
 pub mod recorded;
 pub mod report;
 pub mod runner;

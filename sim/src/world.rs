@@ -208,7 +208,8 @@ pub struct FinalState {
     pub missing_schema: bool,
 }
 
-fn read_final(conn: &Connection) -> rusqlite::Result<FinalState> {
+/// Read the whole database state (every table, in key order) through `conn`.
+pub fn read_final(conn: &Connection) -> rusqlite::Result<FinalState> {
     let mut f = FinalState::default();
     let mut s = conn.prepare("SELECT run_id, payload FROM entries ORDER BY id")?;
     for row in s.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))? {

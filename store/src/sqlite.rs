@@ -353,6 +353,23 @@ impl SqliteStore {
     pub fn ttl_ms(&self) -> i64 {
         self.inner.ttl_ms
     }
+
+    /// Observation only: the run's lease row `(owner, epoch, expires_at)` as this store's
+    /// own connection sees it right now, including the writes of a transaction it has
+    /// open. A recorder calls it from the fault hook (the real-process recorder reads it at
+    /// the before-commit point, inside the transaction, so the row is exactly what the
+    /// commit will publish). It takes no lock and writes nothing; the store's operations
+    /// never call it.
+    pub fn peek_lease_row(&self, run_id: &str) -> Result<Option<(String, u64, i64)>> {
+        self.inner
+            .conn
+            .prepare_cached("SELECT owner, epoch, expires_at FROM leases WHERE run_id = ?1")
+            .and_then(|mut s| {
+                s.query_row([run_id], |r| Ok((r.get(0)?, r.get::<_, i64>(1)?.max(0) as u64, r.get(2)?)))
+                    .optional()
+            })
+            .map_err(map_sql("peek lease row"))
+    }
 }
 
 /// Consult the fault hook at `p`.

@@ -1,0 +1,322 @@
+//! `fencesim bench-real`: the simulator and the real multi-process soak side by side, from
+//! one invocation. It prints:
+//!
+//! 1. storms to quorum per wall-clock second, simulated vs real (3 writers, ttl 250 ms,
+//!    stalls 1.4 x ttl as rulvar; profile `current`; the simulated storms are the real
+//!    storm's twin: same protocol, knobs and store, no injected faults), with the ratio,
+//!    and CPU seconds per storm for both (this process plus its waited-for children);
+//! 2. the kill-point table: in process (manual clock, crash answers) vs real (child
+//!    processes SIGKILLed at the write, real ttl waits);
+//! 3. time to first detection under v1_44_0, v1_44_1 and v1_45_0 (and F3 isolated:
+//!    v1_44_0 on the lease-core surfaces): simulated = the scenario's own seed sweep from
+//!    seed 0 (swarm faults on), stopped at the first failing seed; real = real storms
+//!    repeated until one fails or the cap, "not found within the cap" reported as such.
+//!
+//! Figures are printed, never asserted: this is a command, not a test.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use store::ProfileName;
+
+use crate::actors::soak::Surfaces;
+use crate::cli::find_scenario;
+use crate::oracle::Violation;
+use crate::real::clock::{cpu_times, mono_ns};
+use crate::real::killpoints;
+use crate::real::soak::{run_real, sim_plan, RealSoakOptions, SimStorm};
+use crate::runner::execute;
+use crate::world::Scenario;
+
+/// What to measure.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    pub exe: PathBuf,
+    /// Where real soaks and kill-point databases live.
+    pub dir: PathBuf,
+    /// Real storms for the rate figure.
+    pub real_storms: u32,
+    /// Simulated storms for the rate figure.
+    pub sim_storms: u64,
+    /// Threads for the simulated storms.
+    pub jobs: usize,
+    pub writers: u32,
+    pub ttl_ms: u64,
+    /// Real detection budget per profile.
+    pub detect_cap: Duration,
+    /// The real kill-point child's lease ttl (rulvar's worker default: 2000 ms).
+    pub kill_ttl_ms: u64,
+    pub killpoints: bool,
+    pub detection: bool,
+}
+
+fn secs(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+fn median(mut v: Vec<u64>) -> u64 {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or(0)
+}
+
+fn machine() -> String {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| m.lines().next().map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>().join(" ")))
+        .unwrap_or_else(|| "unknown".into());
+    format!("{cores} cores, MemTotal {mem}")
+}
+
+/// The violated properties, then the first witness (shortened).
+fn first(v: &[Violation]) -> String {
+    let mut props: Vec<&str> = v.iter().map(|v| v.property).collect();
+    props.sort_unstable();
+    props.dedup();
+    v.first().map_or(String::new(), |f| {
+        let w: String = f.witness.chars().take(150).collect();
+        format!("[{}] {w}", props.join(", "))
+    })
+}
+
+/// Simulated twin storms over `jobs` threads: (clean storms, failures, wall ns, CPU s,
+/// median virtual storm ms).
+fn sim_rate(scenario: &'static dyn Scenario, o: &BenchOptions) -> Result<(u64, u64, u64, f64, u64), String> {
+    let next = AtomicU64::new(0);
+    let cpu0 = cpu_times();
+    let t0 = mono_ns();
+    let results: Vec<Result<Vec<(bool, u64)>, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..o.jobs.max(1))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        let seed = next.fetch_add(1, Ordering::Relaxed);
+                        if seed >= o.sim_storms {
+                            return Ok(out);
+                        }
+                        let storm = SimStorm {
+                            writers: o.writers,
+                            ttl_ms: o.ttl_ms,
+                            cap_ms: 60_000,
+                            profile: ProfileName::Current,
+                            seed,
+                            faults: false,
+                        };
+                        let run = execute(scenario, storm.profile, seed, Some(sim_plan(scenario, &storm)), None)?;
+                        out.push((run.report.passed, run.report.virtual_ms));
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a sim thread panicked".into()))).collect()
+    });
+    let wall = mono_ns() - t0;
+    let cpu = cpu_times().since(&cpu0).own_s;
+    let mut all = Vec::new();
+    for r in results {
+        all.extend(r?);
+    }
+    let clean = all.iter().filter(|(p, _)| *p).count() as u64;
+    let failed = all.len() as u64 - clean;
+    Ok((clean, failed, wall, cpu, median(all.iter().map(|(_, ms)| *ms).collect())))
+}
+
+/// Real storms under `current`: (clean, failed, wall ns, CPU s, median quorum ms, median storm ms).
+fn real_rate(o: &BenchOptions) -> Result<(u64, u64, u64, f64, u64, u64), String> {
+    let cpu0 = cpu_times();
+    let t0 = mono_ns();
+    let (mut clean, mut failed) = (0, 0);
+    let (mut quorum, mut storm) = (Vec::new(), Vec::new());
+    for seed in 1..=u64::from(o.real_storms) {
+        let out = run_real(&real_opts(o, ProfileName::Current, seed, Surfaces::All, Duration::from_secs(60)))?;
+        if out.report.passed {
+            clean += 1;
+        } else {
+            failed += 1;
+            println!("   real storm seed {seed} FAILED under current: {}", first(&out.report.violations));
+        }
+        quorum.extend(out.report.quorum_ms);
+        storm.push(out.report.storm_ms);
+    }
+    let wall = mono_ns() - t0;
+    Ok((clean, failed, wall, cpu_times().since(&cpu0).total(), median(quorum), median(storm)))
+}
+
+fn real_opts(o: &BenchOptions, profile: ProfileName, seed: u64, surfaces: Surfaces, cap: Duration) -> RealSoakOptions {
+    // F3 isolated: the bounded boot retry, so the profile's boot race (B) cannot be what
+    // the storm finds (rulvar's F3-isolated store had it too).
+    RealSoakOptions {
+        exe: o.exe.clone(),
+        dir: o.dir.join("soak"),
+        writers: o.writers,
+        ttl_ms: o.ttl_ms,
+        profile,
+        seed,
+        cap,
+        surfaces,
+        boot_retry: surfaces == Surfaces::LeaseCore,
+    }
+}
+
+/// The simulator's sweep from seed 0 until the first failing seed: (seed, wall ns, witness).
+fn sim_detect(scenario: &'static dyn Scenario, profile: ProfileName, cap: Duration) -> Result<Option<(u64, u64, String)>, String> {
+    let t0 = mono_ns();
+    let mut seed = 0;
+    while mono_ns() - t0 < cap.as_nanos() as u64 {
+        let out = execute(scenario, profile, seed, None, None)?;
+        if !out.report.passed {
+            return Ok(Some((seed, mono_ns() - t0, first(&out.violations))));
+        }
+        seed += 1;
+    }
+    Ok(None)
+}
+
+/// Real storms until one fails or the budget is spent: (storms, wall ns, found witness).
+fn real_detect(o: &BenchOptions, profile: ProfileName, surfaces: Surfaces) -> Result<(u64, u64, Option<String>), String> {
+    let t0 = mono_ns();
+    let mut storms = 0;
+    while mono_ns() - t0 < o.detect_cap.as_nanos() as u64 {
+        storms += 1;
+        let out = run_real(&real_opts(o, profile, storms, surfaces, Duration::from_secs(60)))?;
+        if !out.report.passed {
+            return Ok((storms, mono_ns() - t0, Some(first(&out.report.violations))));
+        }
+    }
+    Ok((storms, mono_ns() - t0, None))
+}
+
+/// Run the benchmark, printing as it goes. Exit code: 0, or 1 when a `current` storm or a
+/// kill-point row failed (a finding), 2 on a harness error.
+pub fn run(catalog: &[&'static dyn Scenario], o: &BenchOptions) -> i32 {
+    match run_inner(catalog, o) {
+        Ok(findings) => i32::from(findings),
+        Err(e) => {
+            eprintln!("error: {e}");
+            2
+        }
+    }
+}
+
+fn run_inner(catalog: &[&'static dyn Scenario], o: &BenchOptions) -> Result<bool, String> {
+    let soak = find_scenario(catalog, "soak")?;
+    let f3 = find_scenario(catalog, "f3-check-then-mutate")?;
+    std::fs::create_dir_all(&o.dir).map_err(|e| format!("cannot create {}: {e}", o.dir.display()))?;
+    let mut findings = false;
+    println!("fencesim bench-real: the simulator and the real multi-process soak, side by side");
+    println!("machine: {}; real files under {}; simulator threads: {}", machine(), o.dir.display(), o.jobs);
+    println!();
+    println!(
+        "1. Storms to quorum per wall-clock second ({} writers, ttl {} ms, stalls {} ms = 1.4 x ttl, profile current)",
+        o.writers,
+        o.ttl_ms,
+        (o.ttl_ms * 14).div_ceil(10)
+    );
+    let (s_clean, s_failed, s_wall, s_cpu, s_storm) = sim_rate(soak, o)?;
+    let (r_clean, r_failed, r_wall, r_cpu, r_quorum, r_storm) = real_rate(o)?;
+    findings |= s_failed + r_failed > 0;
+    let s_rate = s_clean as f64 / secs(s_wall).max(1e-9);
+    let r_rate = r_clean as f64 / secs(r_wall).max(1e-9);
+    let s_cpu_per = s_cpu / (s_clean + s_failed).max(1) as f64;
+    let r_cpu_per = r_cpu / (r_clean + r_failed).max(1) as f64;
+    println!("   {:<40} {:>14} {:>14} {:>10}", "", "simulated", "real", "sim/real");
+    println!("   {:<40} {:>14} {:>14}", "storms run", s_clean + s_failed, r_clean + r_failed);
+    println!("   {:<40} {:>14} {:>14}", "reached quorum with no violation", s_clean, r_clean);
+    println!("   {:<40} {:>14.2} {:>14.2}", "wall seconds", secs(s_wall), secs(r_wall));
+    let ratio = if r_rate > 0.0 { format!("{:.0}x", s_rate / r_rate) } else { "n/a".into() };
+    println!("   {:<40} {:>14.1} {:>14.3} {:>10}", "storms to quorum per wall-clock second", s_rate, r_rate, ratio);
+    let cpu_ratio = if s_cpu_per > 0.0 { format!("1/{:.0}", r_cpu_per / s_cpu_per) } else { "n/a".into() };
+    println!("   {:<40} {:>14.5} {:>14.4} {:>10}", "CPU seconds per storm (self+children)", s_cpu_per, r_cpu_per, cpu_ratio);
+    println!("   {:<40} {:>14} {:>14}", "median storm ms (virtual | wall)", s_storm, r_storm);
+    println!("   {:<40} {:>14} {:>14}", "median quorum ms (real: 100 ms polls)", "-", r_quorum);
+    println!();
+
+    if o.killpoints {
+        println!("2. Kill-point table (rulvar's 10 rows over the engine model and SqliteStore)");
+        println!(
+            "   simulated side: the in-process engine harness (manual clock, crash answers), not a madsim scenario"
+        );
+        let dir = o.dir.join("killpoints");
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let sim = killpoints::table(None, &dir, o.kill_ttl_ms);
+        let real = killpoints::table(Some(&o.exe), &dir, o.kill_ttl_ms);
+        println!(
+            "   {:<30} {:>24} {:>30}",
+            "row",
+            "in-process",
+            format!("real (SIGKILL, ttl {} ms)", o.kill_ttl_ms)
+        );
+        for (s, r) in sim.rows.iter().zip(real.rows.iter()) {
+            let cell = |x: &killpoints::RowResult| {
+                format!("{} {:>6} ms  re-paid {}", if x.passed { "ok  " } else { "FAIL" }, x.wall_ms, x.resume.0)
+            };
+            println!("   {:<30} {:>24} {:>30}", s.name, cell(s), cell(r));
+            for f in s.failures.iter().chain(r.failures.iter()) {
+                println!("      {f}");
+            }
+        }
+        let passed = |t: &killpoints::Table| t.rows.iter().filter(|r| r.passed).count();
+        findings |= passed(&sim) < sim.rows.len() || passed(&real) < real.rows.len();
+        println!(
+            "   {:<30} {:>24} {:>30}",
+            "whole table: passed, wall, CPU",
+            format!("{}/10 {:.3} s {:.3} s", passed(&sim), sim.wall_ms as f64 / 1e3, sim.cpu_s),
+            format!("{}/10 {:.2} s {:.2} s", passed(&real), real.wall_ms as f64 / 1e3, real.cpu_s)
+        );
+        if sim.wall_ms > 0 {
+            println!("   {:<30} {:>24}", "wall ratio real/in-process", format!("{:.0}x", real.wall_ms as f64 / sim.wall_ms as f64));
+        } else {
+            println!("   {:<30} {:>24}", "wall ratio real/in-process", "> 1000x (in-process under 1 ms)");
+        }
+        if let Ok(s) = find_scenario(catalog, "kill-points") {
+            println!("   (the catalog also has the simulated `{}` scenario: fencesim sweep --scenario kill-points)", s.name());
+        }
+        println!();
+    }
+
+    if o.detection {
+        println!(
+            "3. Time to first detection (simulated: the scenario's seed sweep from seed 0, swarm faults; real: {} writers, storms repeated, cap {} s)",
+            o.writers,
+            o.detect_cap.as_secs()
+        );
+        let rows: [(ProfileName, &str, &'static dyn Scenario, Surfaces); 4] = [
+            (ProfileName::V1_44_0, "all surfaces (F3 class + F1/F2/F4)", soak, Surfaces::All),
+            (ProfileName::V1_44_1, "all surfaces (F1, F4)", soak, Surfaces::All),
+            (ProfileName::V1_45_0, "all surfaces (F2, F4 blobs)", soak, Surfaces::All),
+            (ProfileName::V1_44_0, "F3 isolated (lease-core surfaces)", f3, Surfaces::LeaseCore),
+        ];
+        for (profile, what, scenario, surfaces) in rows {
+            println!("   {profile} {what}:");
+            match sim_detect(scenario, profile, Duration::from_secs(60))? {
+                Some((seed, ns, w)) => println!(
+                    "      simulated: {} ({} scenario) found at seed {seed} after {:.4} s wall: {w}",
+                    profile,
+                    scenario.name(),
+                    secs(ns)
+                ),
+                None => println!("      simulated: not found within 60 s"),
+            }
+            let (storms, ns, found) = real_detect(o, profile, surfaces)?;
+            match found {
+                Some(w) => println!("      real:      found in storm {storms} after {:.2} s wall: {w}", secs(ns)),
+                None => println!(
+                    "      real:      not found within the {} s cap ({storms} storms, {:.1} s)",
+                    o.detect_cap.as_secs(),
+                    secs(ns)
+                ),
+            }
+        }
+        println!();
+    }
+    println!("4. CPU seconds per storm: simulated {s_cpu_per:.5}, real {r_cpu_per:.4} (see 1).");
+    Ok(findings)
+}
+
+/// A scratch directory for the benchmark when none was given: a fresh one under the
+/// system temp dir (a real disk, like rulvar's soak), kept until the process ends.
+pub fn default_dir() -> Result<tempfile::TempDir, String> {
+    tempfile::Builder::new().prefix("fencesim-bench-real-").tempdir().map_err(|e| format!("cannot create a temp dir: {e}"))
+}
