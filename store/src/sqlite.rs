@@ -256,13 +256,19 @@ struct Tx<'c> {
     open: bool,
 }
 
+/// Run one cached, parameterless control statement (`BEGIN IMMEDIATE`, `COMMIT`,
+/// `ROLLBACK`): prepared once per connection instead of parsed at every transaction.
+fn control(conn: &Connection, sql: &'static str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql).and_then(|mut s| s.execute([])).map(|_| ())
+}
+
 impl<'c> Tx<'c> {
     fn begin(conn: &'c Connection, during: &'static str) -> Result<Tx<'c>> {
-        conn.execute_batch("BEGIN IMMEDIATE").map_err(map_sql(during))?;
+        control(conn, "BEGIN IMMEDIATE").map_err(map_sql(during))?;
         Ok(Tx { conn, open: true })
     }
     fn commit(mut self, during: &'static str) -> Result<()> {
-        self.conn.execute_batch("COMMIT").map_err(map_sql(during))?;
+        control(self.conn, "COMMIT").map_err(map_sql(during))?;
         self.open = false;
         Ok(())
     }
@@ -271,7 +277,7 @@ impl<'c> Tx<'c> {
 impl Drop for Tx<'_> {
     fn drop(&mut self) {
         if self.open {
-            let _ = self.conn.execute_batch("ROLLBACK");
+            let _ = control(self.conn, "ROLLBACK");
         }
     }
 }

@@ -29,7 +29,7 @@ use serde_json::{json, Value};
 use store::engine::{Engine, EngineError, PaidCall, ToolCall, Workflow, World};
 use store::{
     Env, JournalEntry, JournalStore, LeasableStore, Lease, LocalFuture, ManualClock, ManualEnv, MetaLookup,
-    Profile, RunFilter, RunMeta, RunStatus, SqliteOptions, SqliteStore, StoreError, SystemEnv,
+    Profile, RunFilter, RunMeta, RunStatus, SqliteOptions, SqliteStore, StoreError, Synchronous, SystemEnv,
 };
 
 use crate::real::clock::{cpu_times, mono_ns};
@@ -291,7 +291,7 @@ pub struct RowResult {
     pub name: &'static str,
     pub passed: bool,
     pub failures: Vec<String>,
-    pub wall_ms: u64,
+    pub wall_us: u64,
     pub child: (u32, u32),
     pub resume: (u32, u32),
 }
@@ -342,16 +342,21 @@ async fn check_resumed(
     f
 }
 
-/// The in-process row: a manual clock, a crash answer, a clock jump.
+/// The in-process row: a manual clock, a crash answer, a clock jump. Like the simulator's
+/// world, the database lives on /dev/shm when present with `synchronous=OFF` (process
+/// crashes are modelled, power loss is not).
 pub fn run_in_process(row: &Row, dir: &Path) -> RowResult {
     let t0 = mono_ns();
-    let path = dir.join(format!("inproc-{}.db", row.name));
+    let shm = Path::new("/dev/shm");
+    let dir = if shm.is_dir() { shm } else { dir };
+    let path = dir.join(format!("fencesim-inproc-{}-{}.db", std::process::id(), row.name));
     remove_db(&path);
     let clock = ManualClock::starting_at(SIM_T0_MS);
     let env: Rc<dyn Env> = Rc::new(ManualEnv::new(clock.clone()));
     let mut failures = Vec::new();
     let (child, resume) = futures::executor::block_on(async {
-        let open = || SqliteStore::open(SqliteOptions::new(&path).ttl_ms(SIM_TTL_MS), env.clone());
+        let options = SqliteOptions::new(&path).ttl_ms(SIM_TTL_MS).synchronous(Synchronous::Off);
+        let open = || SqliteStore::open(options.clone(), env.clone());
         let (c, r) = match (open().await, open().await) {
             (Ok(c), Ok(r)) => (c, r),
             (Err(e), _) | (_, Err(e)) => {
@@ -384,7 +389,7 @@ pub fn run_in_process(row: &Row, dir: &Path) -> RowResult {
         name: row.name,
         passed: failures.is_empty(),
         failures,
-        wall_ms: (mono_ns() - t0) / 1_000_000,
+        wall_us: (mono_ns() - t0) / 1_000,
         child,
         resume,
     }
@@ -502,7 +507,7 @@ pub fn run_real(row: &Row, exe: &Path, dir: &Path, ttl_ms: u64) -> RowResult {
         name: row.name,
         passed: failures.is_empty(),
         failures,
-        wall_ms: (mono_ns() - t0) / 1_000_000,
+        wall_us: (mono_ns() - t0) / 1_000,
         child: child_counts,
         resume,
     }
@@ -512,7 +517,7 @@ pub fn run_real(row: &Row, exe: &Path, dir: &Path, ttl_ms: u64) -> RowResult {
 #[derive(Clone, Debug, Serialize)]
 pub struct Table {
     pub rows: Vec<RowResult>,
-    pub wall_ms: u64,
+    pub wall_us: u64,
     pub cpu_s: f64,
 }
 
@@ -527,5 +532,5 @@ pub fn table(exe: Option<&Path>, dir: &Path, ttl_ms: u64) -> Table {
             None => run_in_process(row, dir),
         })
         .collect();
-    Table { rows, wall_ms: (mono_ns() - t0) / 1_000_000, cpu_s: cpu_times().since(&cpu0).total() }
+    Table { rows, wall_us: (mono_ns() - t0) / 1_000, cpu_s: cpu_times().since(&cpu0).total() }
 }

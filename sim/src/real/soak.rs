@@ -36,10 +36,10 @@ use store::ProfileName;
 use crate::actors::soak::{activity_of, ended_by_violation, referee, Activity, SoakEvent, Surfaces};
 use crate::history::{return_event, History};
 use crate::oracle::{judge, Expect, Violation};
-use crate::plan::{ClockSpec, Plan};
+use crate::plan::{ClockSpec, Plan, Swarm};
 use crate::real::clock::{cpu_times, mono_ns};
 use crate::real::files;
-use crate::runner::{execute, plan_for};
+use crate::runner::execute;
 use crate::world::{read_final, FinalState, Scenario};
 
 /// How to run one real storm.
@@ -147,7 +147,11 @@ impl StormReport {
                 self.exit_codes.iter().map(|c| c.map_or("killed".into(), |c| c.to_string())).collect();
             let _ = writeln!(s, "  writer exits: {}", codes.join(", "));
         }
-        let _ = writeln!(s, "  history: {} store calls, {} report events", self.calls, self.report_events);
+        if self.mode == "real" {
+            let _ = writeln!(s, "  history: {} store calls, {} report events", self.calls, self.report_events);
+        } else {
+            let _ = writeln!(s, "  history: {} store calls", self.calls);
+        }
         for v in self.violations.iter().take(20) {
             let _ = writeln!(s, "  {}: {}", v.property, v.witness);
         }
@@ -389,12 +393,21 @@ pub fn sim_plan(scenario: &dyn Scenario, s: &SimStorm) -> Plan {
     if s.faults {
         return Plan::generate(scenario.name(), s.profile.as_str(), s.seed, knobs.clone(), &scenario.faults(&knobs));
     }
-    let mut plan = plan_for(scenario, s.profile, s.seed);
-    plan.knobs = knobs;
-    plan.clocks = vec![ClockSpec::default(); s.writers as usize];
-    plan.swarm.active_points.clear();
-    plan.decisions.clear();
-    plan
+    Plan {
+        scenario: scenario.name().to_string(),
+        profile: s.profile.as_str().to_string(),
+        seed: s.seed,
+        knobs,
+        clocks: vec![ClockSpec::default(); s.writers as usize],
+        swarm: Swarm {
+            active_points: Vec::new(),
+            fire_per_mille: 0,
+            stall_per_mille: 0,
+            stall_past_ttl_per_mille: 0,
+            crash_per_mille: 0,
+        },
+        decisions: Vec::new(),
+    }
 }
 
 /// Run one simulated storm and judge it (the scenario's own judgement).
