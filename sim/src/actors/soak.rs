@@ -293,7 +293,14 @@ impl Writer {
     }
 
     fn log_msg(&self, kind: &'static str, surface: Option<&'static str>, message: String) {
-        self.host.log(SoakEvent { w: self.w, kind, surface, epoch: None, nonce: None, message: Some(message) });
+        self.host.log(SoakEvent {
+            w: self.w,
+            kind,
+            surface,
+            epoch: None,
+            nonce: None,
+            message: Some(message),
+        });
     }
 
     fn unit(&self) -> f64 {

@@ -104,13 +104,17 @@ fn sim_rate(scenario: &'static dyn Scenario, o: &BenchOptions) -> Result<(u64, u
                             seed,
                             faults: false,
                         };
-                        let run = execute(scenario, storm.profile, seed, Some(sim_plan(scenario, &storm)), None)?;
+                        let run =
+                            execute(scenario, storm.profile, seed, Some(sim_plan(scenario, &storm)), None)?;
                         out.push((run.report.passed, run.report.virtual_ms));
                     }
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a sim thread panicked".into()))).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("a sim thread panicked".into())))
+            .collect()
     });
     let wall = mono_ns() - t0;
     let cpu = cpu_times().since(&cpu0).own_s;
@@ -130,7 +134,8 @@ fn real_rate(o: &BenchOptions) -> Result<(u64, u64, u64, f64, u64, u64), String>
     let (mut clean, mut failed) = (0, 0);
     let (mut quorum, mut storm) = (Vec::new(), Vec::new());
     for seed in 1..=u64::from(o.real_storms) {
-        let out = run_real(&real_opts(o, ProfileName::Current, seed, Surfaces::All, Duration::from_secs(60)))?;
+        let out =
+            run_real(&real_opts(o, ProfileName::Current, seed, Surfaces::All, Duration::from_secs(60)))?;
         if out.report.passed {
             clean += 1;
         } else {
@@ -144,7 +149,13 @@ fn real_rate(o: &BenchOptions) -> Result<(u64, u64, u64, f64, u64, u64), String>
     Ok((clean, failed, wall, cpu_times().since(&cpu0).total(), median(quorum), median(storm)))
 }
 
-fn real_opts(o: &BenchOptions, profile: ProfileName, seed: u64, surfaces: Surfaces, cap: Duration) -> RealSoakOptions {
+fn real_opts(
+    o: &BenchOptions,
+    profile: ProfileName,
+    seed: u64,
+    surfaces: Surfaces,
+    cap: Duration,
+) -> RealSoakOptions {
     // F3 isolated: the bounded boot retry, so the profile's boot race (B) cannot be what
     // the storm finds (rulvar's F3-isolated store had it too).
     RealSoakOptions {
@@ -161,7 +172,11 @@ fn real_opts(o: &BenchOptions, profile: ProfileName, seed: u64, surfaces: Surfac
 }
 
 /// The simulator's sweep from seed 0 until the first failing seed: (seed, wall ns, witness).
-fn sim_detect(scenario: &'static dyn Scenario, profile: ProfileName, cap: Duration) -> Result<Option<(u64, u64, String)>, String> {
+fn sim_detect(
+    scenario: &'static dyn Scenario,
+    profile: ProfileName,
+    cap: Duration,
+) -> Result<Option<(u64, u64, String)>, String> {
     let t0 = mono_ns();
     let mut seed = 0;
     while mono_ns() - t0 < cap.as_nanos() as u64 {
@@ -175,7 +190,11 @@ fn sim_detect(scenario: &'static dyn Scenario, profile: ProfileName, cap: Durati
 }
 
 /// Real storms until one fails or the budget is spent: (storms, wall ns, found witness).
-fn real_detect(o: &BenchOptions, profile: ProfileName, surfaces: Surfaces) -> Result<(u64, u64, Option<String>), String> {
+fn real_detect(
+    o: &BenchOptions,
+    profile: ProfileName,
+    surfaces: Surfaces,
+) -> Result<(u64, u64, Option<String>), String> {
     let t0 = mono_ns();
     let mut storms = 0;
     while mono_ns() - t0 < o.detect_cap.as_nanos() as u64 {
@@ -226,9 +245,15 @@ fn run_inner(catalog: &[&'static dyn Scenario], o: &BenchOptions) -> Result<bool
     println!("   {:<40} {:>14} {:>14}", "reached quorum with no violation", s_clean, r_clean);
     println!("   {:<40} {:>14.2} {:>14.2}", "wall seconds", secs(s_wall), secs(r_wall));
     let ratio = if r_rate > 0.0 { format!("{:.0}x", s_rate / r_rate) } else { "n/a".into() };
-    println!("   {:<40} {:>14.1} {:>14.3} {:>10}", "storms to quorum per wall-clock second", s_rate, r_rate, ratio);
+    println!(
+        "   {:<40} {:>14.1} {:>14.3} {:>10}",
+        "storms to quorum per wall-clock second", s_rate, r_rate, ratio
+    );
     let cpu_ratio = if s_cpu_per > 0.0 { format!("1/{:.0}", r_cpu_per / s_cpu_per) } else { "n/a".into() };
-    println!("   {:<40} {:>14.5} {:>14.4} {:>10}", "CPU seconds per storm (self+children)", s_cpu_per, r_cpu_per, cpu_ratio);
+    println!(
+        "   {:<40} {:>14.5} {:>14.4} {:>10}",
+        "CPU seconds per storm (self+children)", s_cpu_per, r_cpu_per, cpu_ratio
+    );
     println!("   {:<40} {:>14} {:>14}", "median storm ms (virtual | wall)", s_storm, r_storm);
     println!("   {:<40} {:>14} {:>14}", "median quorum ms (real: 100 ms polls)", "-", r_quorum);
     println!();
@@ -304,7 +329,9 @@ fn run_inner(catalog: &[&'static dyn Scenario], o: &BenchOptions) -> Result<bool
             }
             let (storms, ns, found) = real_detect(o, profile, surfaces)?;
             match found {
-                Some(w) => println!("      real:      found in storm {storms} after {:.2} s wall: {w}", secs(ns)),
+                Some(w) => {
+                    println!("      real:      found in storm {storms} after {:.2} s wall: {w}", secs(ns))
+                }
                 None => println!(
                     "      real:      not found within the {} s cap ({storms} storms, {:.1} s)",
                     o.detect_cap.as_secs(),
@@ -321,5 +348,8 @@ fn run_inner(catalog: &[&'static dyn Scenario], o: &BenchOptions) -> Result<bool
 /// A scratch directory for the benchmark when none was given: a fresh one under the
 /// system temp dir (a real disk, like rulvar's soak), kept until the process ends.
 pub fn default_dir() -> Result<tempfile::TempDir, String> {
-    tempfile::Builder::new().prefix("fencesim-bench-real-").tempdir().map_err(|e| format!("cannot create a temp dir: {e}"))
+    tempfile::Builder::new()
+        .prefix("fencesim-bench-real-")
+        .tempdir()
+        .map_err(|e| format!("cannot create a temp dir: {e}"))
 }

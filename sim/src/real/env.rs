@@ -82,7 +82,8 @@ impl Env for RealEnv {
         match site.point.moment() {
             Moment::AfterCheck => self.rec.checked(call, self.now_ms()),
             Moment::BeforeCommit => {
-                let snap = Pending { call, at_ns: mono_ns(), now_ms: self.now_ms(), row: self.row(site.run_id) };
+                let snap =
+                    Pending { call, at_ns: mono_ns(), now_ms: self.now_ms(), row: self.row(site.run_id) };
                 *self.pending.borrow_mut() = Some(snap);
             }
             Moment::AfterCommit => {
@@ -98,5 +99,57 @@ impl Env for RealEnv {
             _ => {}
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::rc::Rc;
+
+    use futures::executor::block_on;
+    use serde_json::Value;
+    use store::{Env, JournalEntry, JournalStore, LeasableStore, SqliteOptions, SqliteStore};
+
+    use super::RealEnv;
+    use crate::history::{OpKind, Recorder};
+    use crate::real::clock::mono_ns;
+    use crate::recorded::{Caller, RecordedStore};
+
+    #[test]
+    fn the_recording_env_notes_checks_and_commits_with_the_row_read_inside_the_transaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = Recorder::with_clock(mono_ns, None);
+        let env = Rc::new(RealEnv::new(rec.clone()));
+        block_on(async {
+            let env_dyn: Rc<dyn Env> = env.clone();
+            let options = SqliteOptions::new(dir.path().join("t.db")).ttl_ms(60_000);
+            let store = SqliteStore::open(options, env_dyn).await.unwrap();
+            env.attach(store.clone());
+            let rs =
+                RecordedStore { inner: store, caller: Caller { rec: rec.clone(), node: 4, incarnation: 0 } };
+            let lease = rs.acquire("r", "me").await.unwrap();
+            rs.append("r", &JournalEntry::new(1, "k", "ok", Value::Null), Some(&lease)).await.unwrap();
+            rs.release(&lease).await.unwrap();
+            env.detach();
+        });
+        let h = rec.inner.borrow();
+        let ops: Vec<OpKind> = h.calls.iter().map(|c| c.op).collect();
+        assert_eq!(ops, [OpKind::Acquire, OpKind::Append, OpKind::Release]);
+        let applied: Vec<_> =
+            h.calls.iter().map(|c| c.applied.clone().expect("every call applied")).collect();
+        // The acquire's row is the one its own transaction wrote.
+        let row = applied[0].lease_row.as_ref().expect("the acquire's row");
+        assert_eq!((row.owner.as_str(), row.epoch), ("me", 1));
+        assert_eq!(applied[0].site_epoch, Some(1));
+        // The append passed its fence check (noted with the store clock) under that row.
+        assert!(h.calls[1].checked_now_ms.is_some_and(|ms| ms < row.expires_at));
+        assert_eq!(applied[1].lease_row.as_ref(), Some(row));
+        // The release's transaction removed the row.
+        assert!(applied[2].lease_row.is_none());
+        // Apply instants and orders follow the calls, and fall inside each call.
+        for (i, (a, c)) in applied.iter().zip(h.calls.iter()).enumerate() {
+            assert_eq!(a.order, i);
+            assert!(c.invoked_ns <= a.at_ns && Some(a.at_ns) <= c.returned_ns);
+        }
     }
 }

@@ -90,7 +90,14 @@ pub struct Row {
     pub limits: usize,
 }
 
-const fn happy(name: &'static str, m: Matcher, occ: u32, before: bool, child: (u32, u32), resume: (u32, u32)) -> Row {
+const fn happy(
+    name: &'static str,
+    m: Matcher,
+    occ: u32,
+    before: bool,
+    child: (u32, u32),
+    resume: (u32, u32),
+) -> Row {
     Row { name, limit: false, matcher: m, occurrence: occ, before, child, resume, limits: 0 }
 }
 
@@ -366,7 +373,14 @@ pub fn run_in_process(row: &Row, dir: &Path) -> RowResult {
         };
         let child_world = Rc::new(CountingWorld::default());
         let killable = Killable { inner: c.clone(), row: *row, kill: Kill::Crash, seen: Rc::default() };
-        let engine = Engine::new(killable, c.transcripts(), child_world.clone(), env.clone(), Profile::current(), "child");
+        let engine = Engine::new(
+            killable,
+            c.transcripts(),
+            child_world.clone(),
+            env.clone(),
+            Profile::current(),
+            "child",
+        );
         match engine.run(RUN, &row.workflow()).await {
             Err(EngineError::Crashed { .. }) => {}
             other => failures.push(format!("the child did not die at the kill point: {other:?}")),
@@ -374,7 +388,14 @@ pub fn run_in_process(row: &Row, dir: &Path) -> RowResult {
         let child = (child_world.paid.get(), child_world.tools.get());
         clock.advance(SIM_TTL_MS + 1);
         let world = Rc::new(CountingWorld::default());
-        let referee = Engine::new(r.clone(), r.transcripts(), world.clone(), env.clone(), Profile::current(), "referee");
+        let referee = Engine::new(
+            r.clone(),
+            r.transcripts(),
+            world.clone(),
+            env.clone(),
+            Profile::current(),
+            "referee",
+        );
         match referee.resume(RUN, &row.workflow(), None).await {
             Ok(out) => failures.extend(check_resumed(row, &referee, &out, &world).await),
             Err(e) => failures.push(format!("resume: {e}")),
@@ -481,7 +502,14 @@ pub fn run_real(row: &Row, exe: &Path, dir: &Path, ttl_ms: u64) -> RowResult {
             }
         };
         let world = Rc::new(CountingWorld::default());
-        let referee = Engine::new(r.clone(), r.transcripts(), world.clone(), env.clone(), Profile::current(), "referee");
+        let referee = Engine::new(
+            r.clone(),
+            r.transcripts(),
+            world.clone(),
+            env.clone(),
+            Profile::current(),
+            "referee",
+        );
         // Wait out the dead owner's lease: retry every ttl/3 (rulvar's cadence), up to 15 s
         // past the ttl.
         let deadline = mono_ns() + (ttl_ms + 15_000) * 1_000_000;

@@ -128,7 +128,7 @@ impl StormReport {
             self.ended, self.storm_ms, self.wall_ms, self.cpu_s
         );
         if let Some(a) = &self.activity {
-        let _ = writeln!(
+            let _ = writeln!(
             s,
             "  activity: epochs {}, stale rejects {}, appends {}, meta {}, blob puts {}, blob deletes {}, victims {}, live cross rejects {}, busy retries {}",
             a.epochs,
@@ -148,7 +148,8 @@ impl StormReport {
             let _ = writeln!(s, "  writer exits: {}", codes.join(", "));
         }
         if self.mode == "real" {
-            let _ = writeln!(s, "  history: {} store calls, {} report events", self.calls, self.report_events);
+            let _ =
+                writeln!(s, "  history: {} store calls, {} report events", self.calls, self.report_events);
         } else {
             let _ = writeln!(s, "  history: {} store calls", self.calls);
         }
@@ -215,10 +216,8 @@ fn merge_history(dir: &Path, writers: u32, t0: u64) -> Result<History, String> {
             a.at_ns = rel(a.at_ns);
         }
     }
-    let mut applied: Vec<(u64, u32, usize, usize)> = calls
-        .iter()
-        .filter_map(|c| c.applied.as_ref().map(|a| (a.at_ns, c.node, a.order, c.id)))
-        .collect();
+    let mut applied: Vec<(u64, u32, usize, usize)> =
+        calls.iter().filter_map(|c| c.applied.as_ref().map(|a| (a.at_ns, c.node, a.order, c.id))).collect();
     applied.sort();
     for (rank, (_, _, _, id)) in applied.iter().enumerate() {
         if let Some(a) = calls[*id].applied.as_mut() {
@@ -279,7 +278,8 @@ pub fn run_real(opts: &RealSoakOptions) -> Result<RealSoakOutput, String> {
     let mut quorum_ms = None;
     let ended = loop {
         std::thread::sleep(Duration::from_millis(100));
-        let events: Vec<SoakEvent> = read_events(&opts.dir, opts.writers).into_iter().map(|(_, e)| e).collect();
+        let events: Vec<SoakEvent> =
+            read_events(&opts.dir, opts.writers).into_iter().map(|(_, e)| e).collect();
         let now = mono_ns();
         if activity_of(&events).meets(&quorum) {
             quorum_ms = Some((now - t0) / 1_000_000);
@@ -391,7 +391,13 @@ pub fn sim_plan(scenario: &dyn Scenario, s: &SimStorm) -> Plan {
     knobs.ttl_ms = s.ttl_ms;
     knobs.cap_ms = s.cap_ms;
     if s.faults {
-        return Plan::generate(scenario.name(), s.profile.as_str(), s.seed, knobs.clone(), &scenario.faults(&knobs));
+        return Plan::generate(
+            scenario.name(),
+            s.profile.as_str(),
+            s.seed,
+            knobs.clone(),
+            &scenario.faults(&knobs),
+        );
     }
     Plan {
         scenario: scenario.name().to_string(),
@@ -443,4 +449,62 @@ pub fn run_sim(scenario: &'static dyn Scenario, s: &SimStorm) -> Result<(StormRe
         violations: out.violations,
     };
     Ok((report, out.history))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{Applied, Args, Call, OpKind, Outcome};
+
+    fn call(node: u32, id: usize, invoked_ns: u64, applied_ns: Option<(u64, usize)>) -> Call {
+        Call {
+            id,
+            node,
+            incarnation: 0,
+            op: if applied_ns.is_some() { OpKind::Renew } else { OpKind::Load },
+            run_id: "soak-run".into(),
+            lease: None,
+            args: Args::default(),
+            invoked_ns,
+            returned_ns: Some(invoked_ns + 50),
+            outcome: Outcome::Ok { detail: String::new() },
+            granted: None,
+            checked_now_ms: None,
+            applied: applied_ns.map(|(at_ns, order)| Applied {
+                order,
+                at_ns,
+                store_now_ms: 0,
+                lease_row: None,
+                site_epoch: None,
+            }),
+        }
+    }
+
+    fn write(dir: &Path, w: u32, calls: &[Call]) {
+        let text: String = calls.iter().map(|c| serde_json::to_string(c).unwrap() + "\n").collect();
+        // A torn last line (a writer mid-write) is ignored.
+        std::fs::write(files::calls_path(dir, w), text + "{\"id\":").unwrap();
+    }
+
+    #[test]
+    fn histories_merge_by_invocation_and_apply_order_follows_the_apply_instants() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = 1_000_000;
+        write(
+            dir.path(),
+            0,
+            &[call(0, 0, t0 + 100, Some((t0 + 120, 0))), call(0, 1, t0 + 300, Some((t0 + 330, 1)))],
+        );
+        write(dir.path(), 1, &[call(1, 0, t0 + 200, None), call(1, 1, t0 + 250, Some((t0 + 320, 0)))]);
+        let h = merge_history(dir.path(), 2, t0).unwrap();
+        let order: Vec<(u32, u64)> = h.calls.iter().map(|c| (c.node, c.invoked_ns)).collect();
+        assert_eq!(order, [(0, 100), (1, 200), (1, 250), (0, 300)]);
+        assert!(h.calls.iter().enumerate().all(|(i, c)| c.id == i));
+        let applied: Vec<(u64, usize)> =
+            h.calls.iter().filter_map(|c| c.applied.as_ref().map(|a| (a.at_ns, a.order))).collect();
+        assert_eq!(applied, [(120, 0), (320, 1), (330, 2)]);
+        assert_eq!(h.applied_count, 3);
+        // The timeline has one line per returned non-read call.
+        assert_eq!(h.events.len(), 3);
+    }
 }

@@ -46,8 +46,8 @@ struct FileHost {
 
 impl SoakHost for FileHost {
     fn log(&self, event: SoakEvent) {
-        let mut line = serde_json::to_string(&files::EventOut { at_ns: mono_ns(), event: &event })
-            .unwrap_or_default();
+        let mut line =
+            serde_json::to_string(&files::EventOut { at_ns: mono_ns(), event: &event }).unwrap_or_default();
         line.push('\n');
         // One write per line on an O_APPEND file: the parent never sees two lines mixed.
         let _ = self.report.borrow_mut().write_all(line.as_bytes());
@@ -67,7 +67,10 @@ fn append_to(path: &Path) -> Result<File, String> {
 
 /// Run one writer; returns the process exit code.
 pub fn run(cfg: &WriterConfig) -> i32 {
-    let (report, calls) = match (append_to(&files::report_path(&cfg.dir, cfg.index)), append_to(&files::calls_path(&cfg.dir, cfg.index))) {
+    let (report, calls) = match (
+        append_to(&files::report_path(&cfg.dir, cfg.index)),
+        append_to(&files::calls_path(&cfg.dir, cfg.index)),
+    ) {
         (Ok(r), Ok(c)) => (r, c),
         (Err(e), _) | (_, Err(e)) => {
             eprintln!("error: {e}");
@@ -85,7 +88,14 @@ pub fn run(cfg: &WriterConfig) -> i32 {
     let host = Rc::new(FileHost { report: RefCell::new(report), stop: files::stop_path(&cfg.dir) });
     let caller = Caller { rec, node: cfg.index, incarnation: 0 };
     let fatal = |message: String| {
-        host.log(SoakEvent { w: cfg.index, kind: "fatal", surface: None, epoch: None, nonce: None, message: Some(message) });
+        host.log(SoakEvent {
+            w: cfg.index,
+            kind: "fatal",
+            surface: None,
+            epoch: None,
+            nonce: None,
+            message: Some(message),
+        });
         1
     };
     futures::executor::block_on(async {
@@ -96,7 +106,15 @@ pub fn run(cfg: &WriterConfig) -> i32 {
         let options = SqliteOptions::new(files::db_path(&cfg.dir)).ttl_ms(cfg.ttl_ms as i64).profile(profile);
         let env_dyn: Rc<dyn Env> = env.clone();
         let opened = caller
-            .call(OpKind::Boot, "", None, Args::default(), SqliteStore::open(options, env_dyn), |_| String::new(), |_| None)
+            .call(
+                OpKind::Boot,
+                "",
+                None,
+                Args::default(),
+                SqliteStore::open(options, env_dyn),
+                |_| String::new(),
+                |_| None,
+            )
             .await;
         let store = match opened {
             Ok(s) => s,
