@@ -8,6 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use sim::actors::soak::{Surfaces, DEFAULT_SOAK_QUORUM};
+use sim::history::OpKind;
 use sim::real::killpoints::{self, Row, ROWS};
 use sim::real::soak::{run_real, Ended, RealSoakOptions};
 use store::ProfileName;
@@ -39,10 +40,14 @@ fn three_real_writer_processes_reach_the_quorum_with_no_violation_under_current(
     assert_eq!(r.ended, Ended::Quorum, "{}", r.text());
     assert!(r.activity.is_some_and(|a| a.meets(&DEFAULT_SOAK_QUORUM)));
     assert_eq!(r.exit_codes, vec![Some(0); 3]);
-    // Every writer process's history was merged, with what the store applied.
+    // Every writer process's history was merged (each booted its own store), with what
+    // the store applied. (A writer may legitimately never win a lease in a short storm.)
     for node in 0..3 {
-        assert!(out.history.calls.iter().any(|c| c.node == node && c.applied.is_some()), "node {node}");
+        let booted =
+            out.history.calls.iter().any(|c| c.node == node && c.op == OpKind::Boot && c.outcome.is_ok());
+        assert!(booted, "node {node}");
     }
+    assert!(out.history.applied_count > 0);
     let mut orders: Vec<usize> =
         out.history.calls.iter().filter_map(|c| c.applied.as_ref().map(|a| a.order)).collect();
     orders.sort_unstable();
