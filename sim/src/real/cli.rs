@@ -27,7 +27,8 @@ pub struct SoakArgs {
     pub writers: u32,
     #[arg(long, default_value_t = 250)]
     pub ttl_ms: u64,
-    /// Directory for the database and the writers' reports (required with --real).
+    /// Directory for the database and the writers' reports (required with --real; the
+    /// files of an earlier soak there are replaced).
     #[arg(long)]
     pub dir: Option<PathBuf>,
     #[arg(long, default_value = "current")]
@@ -73,6 +74,9 @@ pub struct WriterArgs {
     pub surfaces: String,
     #[arg(long)]
     pub boot_retry: bool,
+    /// Stop by itself after this many seconds (the parent normally stops it long before).
+    #[arg(long, default_value_t = 600)]
+    pub max_secs: u64,
 }
 
 /// `fencesim kill-child` (hidden): one kill-point child process.
@@ -215,6 +219,7 @@ pub fn soak_writer(a: WriterArgs) -> i32 {
             seed: a.seed,
             surfaces: Surfaces::parse(&a.surfaces)?,
             boot_retry: a.boot_retry,
+            max_run: Duration::from_secs(a.max_secs),
         })
     })();
     match cfg {

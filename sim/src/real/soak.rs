@@ -180,6 +180,8 @@ fn spawn_writer(opts: &RealSoakOptions, w: u32) -> Result<Child, String> {
         .args(["--seed", &opts.seed.to_string()])
         .args(["--surfaces", opts.surfaces.as_str()])
         .args(opts.boot_retry.then_some("--boot-retry"))
+        // An orphaned writer (its parent died) stops by itself after the cap and the grace.
+        .args(["--max-secs", &(opts.cap.as_secs() + 60).to_string()])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

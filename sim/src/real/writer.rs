@@ -36,12 +36,17 @@ pub struct WriterConfig {
     pub surfaces: Surfaces,
     /// Override the profile's boot policy with the bounded retry (see `real::soak`).
     pub boot_retry: bool,
+    /// Stop on its own after this long even without a stop file (an orphaned writer whose
+    /// parent died must not storm forever).
+    pub max_run: std::time::Duration,
 }
 
-/// The report file and the stop file.
+/// The report file, the stop file and the writer's own deadline.
 struct FileHost {
     report: RefCell<File>,
     stop: PathBuf,
+    /// `mono_ns` after which the writer stops by itself.
+    deadline_ns: u64,
 }
 
 impl SoakHost for FileHost {
@@ -53,7 +58,7 @@ impl SoakHost for FileHost {
         let _ = self.report.borrow_mut().write_all(line.as_bytes());
     }
     fn stopped(&self) -> bool {
-        self.stop.exists()
+        self.stop.exists() || mono_ns() >= self.deadline_ns
     }
 }
 
@@ -85,7 +90,9 @@ pub fn run(cfg: &WriterConfig) -> i32 {
     });
     let rec = Recorder::with_clock(mono_ns, Some(on_return));
     let env = Rc::new(RealEnv::new(rec.clone()));
-    let host = Rc::new(FileHost { report: RefCell::new(report), stop: files::stop_path(&cfg.dir) });
+    let deadline_ns = mono_ns().saturating_add(cfg.max_run.as_nanos().min(u128::from(u64::MAX)) as u64);
+    let host =
+        Rc::new(FileHost { report: RefCell::new(report), stop: files::stop_path(&cfg.dir), deadline_ns });
     let caller = Caller { rec, node: cfg.index, incarnation: 0 };
     let fatal = |message: String| {
         host.log(SoakEvent {
