@@ -68,7 +68,16 @@ fn machine() -> String {
         .ok()
         .and_then(|m| m.lines().next().map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>().join(" ")))
         .unwrap_or_else(|| "unknown".into());
-    format!("{cores} cores, MemTotal {mem}")
+    format!("{cores} cores, MemTotal {mem}, load average {}", loadavg())
+}
+
+/// `/proc/loadavg`'s 1-, 5- and 15-minute figures: the machine is shared, and the simulator
+/// (CPU-bound) slows down under other load while the real soak (sleep-bound) barely does.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "unknown".into())
 }
 
 /// The violated properties, then the first witness (shortened).
@@ -283,6 +292,17 @@ fn run_inner(catalog: &[&'static dyn Scenario], o: &BenchOptions) -> Result<bool
     );
     println!("   {:<40} {:>14} {:>14}", "median storm ms (virtual | wall)", s_storm, r_storm);
     println!("   {:<40} {:>14} {:>14}", "median quorum ms (real: 100 ms polls)", "-", r_quorum);
+    println!("   load average after the rate runs: {}", loadavg());
+    // The simulator is CPU-bound and the machine is shared; this derived line says what the
+    // measured CPU cost per storm gives when every core is free (an estimate, not a run).
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    if s_cpu_per > 0.0 && r_rate > 0.0 {
+        let idle = cores / s_cpu_per;
+        println!(
+            "   derived: {cores:.0} free cores at {s_cpu_per:.5} CPU s per simulated storm = {idle:.0} storms/s, {:.0}x the real rate",
+            idle / r_rate
+        );
+    }
     println!();
 
     if o.killpoints {
