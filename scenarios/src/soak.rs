@@ -14,7 +14,7 @@ use std::any::Any;
 use std::rc::Rc;
 use std::time::Duration;
 
-use sim::actors::soak::{Activity, SoakShared, Writer, DEFAULT_SOAK_QUORUM};
+use sim::actors::soak::{referee, Activity, SoakShared, Writer, WriterSpec};
 use sim::history::History;
 use sim::oracle::Violation;
 use sim::plan::{FaultProfile, Knobs, Plan};
@@ -93,12 +93,7 @@ const BOOT_KEY: &[FaultPoint] = &[FaultPoint::SqliteBootSchema];
 impl Soak {
     /// rulvar's quorum; the lease-core variant counts only the surfaces it storms.
     fn quorum(&self) -> Activity {
-        match self.surfaces {
-            Surfaces::All => DEFAULT_SOAK_QUORUM,
-            Surfaces::LeaseCore => {
-                Activity { epochs: 4, stale_rejects: 16, appends: 8, ..Activity::default() }
-            }
-        }
+        self.surfaces.quorum()
     }
 }
 
@@ -201,8 +196,14 @@ impl Scenario for Soak {
         let surfaces = self.surfaces;
         Box::pin(async move {
             let shared = shared(&node.world);
-            let mut writer = Writer::new(node.index, node.incarnation, node.store, shared.clone());
-            writer.surfaces = surfaces;
+            let spec = WriterSpec {
+                w: node.index,
+                incarnation: node.incarnation,
+                seed: shared.seed,
+                ttl_ms: shared.ttl_ms,
+                surfaces,
+            };
+            let writer = Writer::new(spec, node.store, node.env.clone(), shared.clone());
             match writer.run().await {
                 Ok(()) => {}
                 Err(fatal) => {
@@ -257,39 +258,9 @@ impl Scenario for Soak {
 
     fn scenario_checks(&self, world: &WorldState, _history: &History, _fin: &FinalState) -> Vec<Violation> {
         let shared = shared(world);
-        let mut out = Vec::new();
-        let activity = shared.activity();
-        let ended_by_violation =
-            shared.events.borrow().iter().any(|e| matches!(e.kind, "stale-accept" | "fatal"));
-        if !activity.meets(&self.quorum()) && !ended_by_violation {
-            out.push(Violation {
-                property: "soak_quorum_reached",
-                witness: format!(
-                    "activity quorum not reached within {}ms of virtual time: {activity:?}",
-                    world.plan.knobs.cap_ms
-                ),
-                op: None,
-                call: None,
-            });
-        }
-        for e in shared.events.borrow().iter() {
-            if matches!(e.kind, "stale-accept" | "error" | "fatal") {
-                out.push(Violation {
-                    property: "soak_referee",
-                    witness: format!(
-                        "writer w{} reported {} on {} (epoch {}){}",
-                        e.w,
-                        e.kind,
-                        e.surface.unwrap_or("-"),
-                        e.epoch.map_or("-".into(), |x| x.to_string()),
-                        e.message.as_ref().map_or(String::new(), |m| format!(": {m}"))
-                    ),
-                    op: None,
-                    call: None,
-                });
-            }
-        }
-        out
+        let within = format!("{}ms of virtual time", world.plan.knobs.cap_ms);
+        let events = shared.events.borrow();
+        referee(&events, &self.quorum(), &within)
     }
 
     fn contiguous_seqs(&self) -> bool {

@@ -1,5 +1,7 @@
 //! The `fencesim` command-line program's logic (the binary in `scenarios` passes the
-//! catalog in): `list`, `run`, `sweep`, `bench`, `merge`, `findings`, `shrink`.
+//! catalog in): `list`, `run`, `sweep`, `bench`, `merge`, `findings`, `shrink`, `audit`;
+//! real-process mode's `soak`, `bench-real` and its hidden child entry points live in
+//! `crate::real::cli`.
 //!
 //! Exit codes CI can use: 0 = every run passed, 1 = a property failed, 2 = bad input (an
 //! unknown scenario or profile, a malformed seed range or shard, an unreadable plan).
@@ -148,6 +150,17 @@ enum Command {
         #[arg(long, default_value_t = 5000)]
         max_runs: u64,
     },
+    /// One soak storm: N real OS processes over one SQLite file with --real, else its
+    /// simulated twin; judged by the same oracle.
+    Soak(crate::real::cli::SoakArgs),
+    /// Side-by-side benchmark: simulated vs real soak, kill points, detection, CPU.
+    BenchReal(crate::real::cli::BenchArgs),
+    /// (internal) One real soak writer process.
+    #[command(hide = true)]
+    SoakWriter(crate::real::cli::WriterArgs),
+    /// (internal) One kill-point child process.
+    #[command(hide = true)]
+    KillChild(crate::real::cli::KillChildArgs),
 }
 
 /// A usage error: printed, exit code 2.
@@ -388,6 +401,10 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                 ShrinkArgs { scenario, profile, seed, plan, property, op, finding, out, max_runs },
             )
         }
+        Command::Soak(args) => crate::real::cli::soak(args, catalog),
+        Command::BenchReal(args) => crate::real::cli::bench_real(args, catalog),
+        Command::SoakWriter(args) => crate::real::cli::soak_writer(args),
+        Command::KillChild(args) => crate::real::cli::kill_child(args),
     }
 }
 

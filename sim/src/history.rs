@@ -13,7 +13,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use store::{Epoch, Lease, StoreError};
 
 thread_local! {
@@ -71,7 +71,7 @@ impl<F: Future> Future for WithCall<F> {
 }
 
 /// A store operation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OpKind {
     Boot,
@@ -127,7 +127,7 @@ impl OpKind {
 }
 
 /// The outcome of a call.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum Outcome {
     Ok {
@@ -162,7 +162,7 @@ impl Outcome {
 }
 
 /// A lease row as observed right after a commit.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeaseRow {
     pub owner: String,
     pub epoch: u64,
@@ -170,7 +170,7 @@ pub struct LeaseRow {
 }
 
 /// What the store applied for a call, noted at its after-commit fault point.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Applied {
     /// Position in the global order of applied mutations.
     pub order: usize,
@@ -185,7 +185,7 @@ pub struct Applied {
 }
 
 /// The arguments worth judging, per operation.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Args {
     /// append: the entry's seq.
     pub seq: Option<u64>,
@@ -210,7 +210,7 @@ pub enum Read {
 }
 
 /// One call.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Call {
     pub id: usize,
     pub node: u32,
@@ -327,13 +327,37 @@ pub struct Mark {
     pub applied_before: usize,
 }
 
+/// A hook called with each call as it returns.
+pub type OnReturn = Rc<dyn Fn(&Call)>;
+
 /// Shared handle to the history.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Recorder {
     pub inner: Rc<RefCell<History>>,
+    /// The timestamp source for invocations and returns: virtual time by default; a real
+    /// process uses the machine-wide monotonic clock (`crate::real::clock`).
+    clock: fn() -> u64,
+    /// Called with each call as it returns (a real writer streams its history with it).
+    on_return: Option<OnReturn>,
+}
+
+impl Default for Recorder {
+    fn default() -> Recorder {
+        Recorder { inner: Rc::default(), clock: crate::env::now_ns, on_return: None }
+    }
 }
 
 impl Recorder {
+    /// A recorder with its own clock and an optional hook per returned call.
+    pub fn with_clock(clock: fn() -> u64, on_return: Option<OnReturn>) -> Recorder {
+        Recorder { inner: Rc::default(), clock, on_return }
+    }
+
+    /// Now, by this recorder's clock (ns).
+    pub fn now(&self) -> u64 {
+        (self.clock)()
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub fn invoke(
         &self,
@@ -393,22 +417,13 @@ impl Recorder {
         c.outcome = outcome;
         c.granted = granted;
         c.seen_at = Some(seen_at);
-        let line = Event {
-            at_ns: now_ns,
-            node: Some(c.node),
-            epoch: c.epoch().map(|e| e.0),
-            op: describe_call(c),
-            outcome: c.outcome.short(),
-            fault: String::new(),
-            call: Some(id),
-        };
-        if c.op != OpKind::Load
-            && c.op != OpKind::ListRuns
-            && c.op != OpKind::BlobList
-            && c.op != OpKind::GetMeta
-            || !c.outcome.is_ok()
-        {
+        if let Some(line) = return_event(c) {
             h.events.push(line);
+        }
+        if let Some(hook) = &self.on_return {
+            let call = h.calls[id].clone();
+            drop(h);
+            hook(&call);
         }
     }
 
@@ -493,6 +508,23 @@ impl Recorder {
         s.fired += u64::from(fired);
         s.crashed += u64::from(crashed);
     }
+}
+
+/// The timeline line of a returned call (successful reads are left out).
+pub fn return_event(c: &Call) -> Option<Event> {
+    let quiet_read = matches!(c.op, OpKind::Load | OpKind::ListRuns | OpKind::BlobList | OpKind::GetMeta);
+    if quiet_read && c.outcome.is_ok() {
+        return None;
+    }
+    Some(Event {
+        at_ns: c.returned_ns?,
+        node: Some(c.node),
+        epoch: c.epoch().map(|e| e.0),
+        op: describe_call(c),
+        outcome: c.outcome.short(),
+        fault: String::new(),
+        call: Some(c.id),
+    })
 }
 
 /// "append soak-run seq=4", "acquire soak-run by soak-w1", ...

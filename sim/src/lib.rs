@@ -23,6 +23,7 @@ pub mod findings;
 pub mod history;
 pub mod oracle;
 pub mod plan;
+pub mod real;
 pub mod recorded;
 pub mod report;
 pub mod runner;

@@ -12,7 +12,6 @@ use store::{
     SqliteTranscripts, StoreError, TranscriptStore,
 };
 
-use crate::env::now_ns;
 use crate::history::{Args, OpKind, Outcome, Read, Recorder, WithCall};
 
 /// Marks a call `Unknown` if its future is dropped before it returns (the node died).
@@ -73,14 +72,14 @@ impl Caller {
     where
         F: Future<Output = Result<T, StoreError>>,
     {
-        let id = self.rec.invoke(self.node, self.incarnation, op, run_id, lease, args, now_ns());
+        let id = self.rec.invoke(self.node, self.incarnation, op, run_id, lease, args, self.rec.now());
         let mut guard = InFlight { rec: self.rec.clone(), id, done: false };
         let r = WithCall { id, inner: Box::pin(fut) }.await;
         let g = r.as_ref().ok().and_then(granted);
         if let Some(value) = r.as_ref().ok().and_then(read) {
             self.rec.read(id, value);
         }
-        self.rec.ret(id, Outcome::from_result(&r, detail), g, now_ns());
+        self.rec.ret(id, Outcome::from_result(&r, detail), g, self.rec.now());
         guard.done = true;
         r
     }

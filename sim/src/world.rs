@@ -116,6 +116,10 @@ fn current_world() -> Option<Rc<WorldState>> {
 impl WorldState {
     /// The plan's action for the node's next occurrence of `point`, if any.
     pub fn decide(&self, node: u32, point: FaultPoint) -> Option<Action> {
+        // A plan without decisions (a faultless run) never fires: skip the counting.
+        if self.table.is_empty() {
+            return None;
+        }
         let mut occ = self.occurrences.borrow_mut();
         let n = occ.entry((node, point)).or_insert(0);
         *n += 1;
@@ -252,7 +256,8 @@ pub struct FinalState {
     pub missing_schema: bool,
 }
 
-fn read_final(conn: &Connection) -> rusqlite::Result<FinalState> {
+/// Read the whole database state (every table, in key order) through `conn`.
+pub fn read_final(conn: &Connection) -> rusqlite::Result<FinalState> {
     let mut f = FinalState::default();
     let mut s = conn.prepare("SELECT run_id, payload FROM entries ORDER BY id")?;
     for row in s.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))? {

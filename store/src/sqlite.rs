@@ -256,13 +256,19 @@ struct Tx<'c> {
     open: bool,
 }
 
+/// Run one cached, parameterless control statement (`BEGIN IMMEDIATE`, `COMMIT`,
+/// `ROLLBACK`): prepared once per connection instead of parsed at every transaction.
+fn control(conn: &Connection, sql: &'static str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql).and_then(|mut s| s.execute([])).map(|_| ())
+}
+
 impl<'c> Tx<'c> {
     fn begin(conn: &'c Connection, during: &'static str) -> Result<Tx<'c>> {
-        conn.prepare_cached("BEGIN IMMEDIATE").and_then(|mut s| s.execute([])).map_err(map_sql(during))?;
+        control(conn, "BEGIN IMMEDIATE").map_err(map_sql(during))?;
         Ok(Tx { conn, open: true })
     }
     fn commit(mut self, during: &'static str) -> Result<()> {
-        self.conn.prepare_cached("COMMIT").and_then(|mut s| s.execute([])).map_err(map_sql(during))?;
+        control(self.conn, "COMMIT").map_err(map_sql(during))?;
         self.open = false;
         Ok(())
     }
@@ -271,7 +277,7 @@ impl<'c> Tx<'c> {
 impl Drop for Tx<'_> {
     fn drop(&mut self) {
         if self.open {
-            let _ = self.conn.prepare_cached("ROLLBACK").and_then(|mut s| s.execute([]));
+            let _ = control(self.conn, "ROLLBACK");
         }
     }
 }
@@ -355,6 +361,23 @@ impl SqliteStore {
     /// The lease ttl in milliseconds.
     pub fn ttl_ms(&self) -> i64 {
         self.inner.ttl_ms
+    }
+
+    /// Observation only: the run's lease row `(owner, epoch, expires_at)` as this store's
+    /// own connection sees it right now, including the writes of a transaction it has
+    /// open. A recorder calls it from the fault hook (the real-process recorder reads it at
+    /// the before-commit point, inside the transaction, so the row is exactly what the
+    /// commit will publish). It takes no lock and writes nothing; the store's operations
+    /// never call it.
+    pub fn peek_lease_row(&self, run_id: &str) -> Result<Option<(String, u64, i64)>> {
+        self.inner
+            .conn
+            .prepare_cached("SELECT owner, epoch, expires_at FROM leases WHERE run_id = ?1")
+            .and_then(|mut s| {
+                s.query_row([run_id], |r| Ok((r.get(0)?, r.get::<_, i64>(1)?.max(0) as u64, r.get(2)?)))
+                    .optional()
+            })
+            .map_err(map_sql("peek lease row"))
     }
 }
 

@@ -5,8 +5,15 @@
 //! own reports, which the referee reads.
 //!
 //! Differences from rulvar, on purpose: the dice come from the node's own seeded stream,
-//! sleeps are virtual, and a writer can be killed at any fault point and restarted (a new
+//! and in the simulator a writer can be killed at any fault point and restarted (a new
 //! incarnation starts a fresh protocol; its old lease becomes a zombie).
+//!
+//! Runtime-agnostic: the writer never names a runtime. Its clock and sleeps come from the
+//! store's [`Env`] (virtual time on madsim, the wall clock and `std::thread::sleep` in a
+//! real process), its reports go to a [`SoakHost`] (the simulated world's shared state, or
+//! a real process's JSON Lines report and stop file). The same writer therefore runs on
+//! madsim in a simulation and under `futures::executor::block_on` in a real OS process
+//! (`fencesim soak --real`, see `crate::real`).
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -16,9 +23,10 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use serde_json::json;
 use store::{
-    JournalEntry, JournalStore, LeasableStore, Lease, RunMeta, RunStatus, StoreError, TranscriptStore,
+    Env, JournalEntry, JournalStore, LeasableStore, Lease, RunMeta, RunStatus, StoreError, TranscriptStore,
 };
 
+use crate::oracle::Violation;
 use crate::recorded::{RecordedStore, RecordedTranscripts};
 use crate::seed::{rng, Draw};
 
@@ -100,29 +108,51 @@ impl SoakShared {
         }
     }
 
-    /// rulvar's `countSoakActivity`.
+    /// rulvar's `countSoakActivity` over the events so far.
     pub fn activity(&self) -> Activity {
-        let mut a = Activity::default();
-        let mut epochs = std::collections::BTreeSet::new();
-        for e in self.events.borrow().iter() {
-            match (e.kind, e.surface) {
-                ("grant", _) => {
-                    epochs.insert(e.epoch);
-                }
-                ("stale-reject", _) => a.stale_rejects += 1,
-                ("accept", Some("marker" | "append")) => a.appends += 1,
-                ("accept", Some("meta")) => a.meta_writes += 1,
-                ("accept", Some("blob-put")) => a.blob_puts += 1,
-                ("accept", Some(_)) => a.blob_deletes += 1,
-                ("victim", _) => a.victim_cycles += 1,
-                ("live-cross-reject", _) => a.live_cross_rejects += 1,
-                ("busy", _) => a.busy_retries += 1,
-                _ => {}
-            }
-        }
-        a.epochs = epochs.len() as u64;
-        a
+        activity_of(&self.events.borrow())
     }
+}
+
+/// Where a writer reports and learns that the storm is over.
+pub trait SoakHost {
+    /// Append one report event.
+    fn log(&self, event: SoakEvent);
+    /// Whether the referee has called the storm off.
+    fn stopped(&self) -> bool;
+}
+
+impl SoakHost for SoakShared {
+    fn log(&self, event: SoakEvent) {
+        self.events.borrow_mut().push(event);
+    }
+    fn stopped(&self) -> bool {
+        self.stop.get()
+    }
+}
+
+/// rulvar's `countSoakActivity`.
+pub fn activity_of(events: &[SoakEvent]) -> Activity {
+    let mut a = Activity::default();
+    let mut epochs = std::collections::BTreeSet::new();
+    for e in events {
+        match (e.kind, e.surface) {
+            ("grant", _) => {
+                epochs.insert(e.epoch);
+            }
+            ("stale-reject", _) => a.stale_rejects += 1,
+            ("accept", Some("marker" | "append")) => a.appends += 1,
+            ("accept", Some("meta")) => a.meta_writes += 1,
+            ("accept", Some("blob-put")) => a.blob_puts += 1,
+            ("accept", Some(_)) => a.blob_deletes += 1,
+            ("victim", _) => a.victim_cycles += 1,
+            ("live-cross-reject", _) => a.live_cross_rejects += 1,
+            ("busy", _) => a.busy_retries += 1,
+            _ => {}
+        }
+    }
+    a.epochs = epochs.len() as u64;
+    a
 }
 
 enum Try<T> {
@@ -144,28 +174,110 @@ pub enum Surfaces {
     LeaseCore,
 }
 
+impl Surfaces {
+    /// `all` or `lease-core`.
+    pub fn parse(text: &str) -> Result<Surfaces, String> {
+        match text {
+            "all" => Ok(Surfaces::All),
+            "lease-core" => Ok(Surfaces::LeaseCore),
+            other => Err(format!("unknown surfaces {other:?}; expected all or lease-core")),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Surfaces::All => "all",
+            Surfaces::LeaseCore => "lease-core",
+        }
+    }
+
+    /// rulvar's quorum; the lease-core variant counts only the surfaces it storms.
+    pub fn quorum(self) -> Activity {
+        match self {
+            Surfaces::All => DEFAULT_SOAK_QUORUM,
+            Surfaces::LeaseCore => {
+                Activity { epochs: 4, stale_rejects: 16, appends: 8, ..Activity::default() }
+            }
+        }
+    }
+}
+
+/// Whether a writer already reported something that fails the storm (the verdict cannot
+/// change, so the referee may end the storm early).
+pub fn ended_by_violation(events: &[SoakEvent]) -> bool {
+    events.iter().any(|e| matches!(e.kind, "stale-accept" | "fatal"))
+}
+
+/// The soak's own checks over the writers' reports: the quorum (unless a violation ended
+/// the storm early) and every `stale-accept`, `error` and `fatal` event. `within` says what
+/// the cap was measured in, for the witness ("60000ms of virtual time").
+pub fn referee(events: &[SoakEvent], quorum: &Activity, within: &str) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let activity = activity_of(events);
+    if !activity.meets(quorum) && !ended_by_violation(events) {
+        out.push(Violation::new(
+            "soak_quorum_reached",
+            format!("activity quorum not reached within {within}: {activity:?}"),
+        ));
+    }
+    for e in events {
+        if matches!(e.kind, "stale-accept" | "error" | "fatal") {
+            out.push(Violation::new(
+                "soak_referee",
+                format!(
+                    "writer w{} reported {} on {} (epoch {}){}",
+                    e.w,
+                    e.kind,
+                    e.surface.unwrap_or("-"),
+                    e.epoch.map_or("-".into(), |x| x.to_string()),
+                    e.message.as_ref().map_or(String::new(), |m| format!(": {m}"))
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// Who a writer is and what it storms.
+#[derive(Clone, Copy, Debug)]
+pub struct WriterSpec {
+    /// Writer index (`soak-w<w>`); the node index in the simulator.
+    pub w: u32,
+    /// How many times this writer has been restarted (0 in a real process).
+    pub incarnation: u32,
+    /// The storm's seed: the writer's dice come from `(seed, "workload", w, incarnation)`.
+    pub seed: u64,
+    pub ttl_ms: u64,
+    pub surfaces: Surfaces,
+}
+
 /// One writer.
 pub struct Writer {
     pub surfaces: Surfaces,
     pub w: u32,
     pub owner: String,
+    pub ttl_ms: u64,
     pub store: RecordedStore,
     pub blobs: RecordedTranscripts,
-    pub shared: Rc<SoakShared>,
+    /// Clock and sleeps (virtual on madsim, real in a real process).
+    pub env: Rc<dyn Env>,
+    pub host: Rc<dyn SoakHost>,
     pub rng: RefCell<ChaCha8Rng>,
 }
 
 impl Writer {
-    pub fn new(w: u32, incarnation: u32, store: RecordedStore, shared: Rc<SoakShared>) -> Writer {
+    pub fn new(spec: WriterSpec, store: RecordedStore, env: Rc<dyn Env>, host: Rc<dyn SoakHost>) -> Writer {
         let blobs = store.transcripts();
-        let rng = rng(shared.seed, "workload", u64::from(w) * 1000 + u64::from(incarnation));
+        let rng = rng(spec.seed, "workload", u64::from(spec.w) * 1000 + u64::from(spec.incarnation));
         Writer {
-            surfaces: Surfaces::All,
-            w,
-            owner: format!("soak-w{w}"),
+            surfaces: spec.surfaces,
+            w: spec.w,
+            owner: format!("soak-w{}", spec.w),
+            ttl_ms: spec.ttl_ms,
             store,
             blobs,
-            shared,
+            env,
+            host,
             rng: RefCell::new(rng),
         }
     }
@@ -177,18 +289,11 @@ impl Writer {
         epoch: Option<u64>,
         nonce: Option<String>,
     ) {
-        self.shared.events.borrow_mut().push(SoakEvent {
-            w: self.w,
-            kind,
-            surface,
-            epoch,
-            nonce,
-            message: None,
-        });
+        self.host.log(SoakEvent { w: self.w, kind, surface, epoch, nonce, message: None });
     }
 
     fn log_msg(&self, kind: &'static str, surface: Option<&'static str>, message: String) {
-        self.shared.events.borrow_mut().push(SoakEvent {
+        self.host.log(SoakEvent {
             w: self.w,
             kind,
             surface,
@@ -203,7 +308,7 @@ impl Writer {
     }
 
     async fn sleep_ms(&self, ms: u64) {
-        madsim::time::sleep(Duration::from_millis(ms.max(1))).await;
+        self.env.sleep(Duration::from_millis(ms.max(1))).await;
     }
 
     /// rulvar's `attempt`: busy is retried, lease and order are answers. rulvar bounds the
@@ -215,10 +320,10 @@ impl Writer {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, StoreError>>,
     {
-        let started = crate::env::now_ns();
-        let patience = self.shared.ttl_ms * 40 * 1_000_000;
+        let started = self.env.monotonic();
+        let patience = Duration::from_millis(self.ttl_ms * 40);
         let mut round = 0u32;
-        while round < 500 || crate::env::now_ns() - started < patience {
+        while round < 500 || self.env.monotonic().saturating_sub(started) < patience {
             round += 1;
             match op().await {
                 Ok(v) => return Ok(Try::Ok(v)),
@@ -252,7 +357,7 @@ impl Writer {
 
     /// The whole protocol until the stop flag; a fatal error ends it early.
     pub async fn run(&self) -> Result<(), Fatal> {
-        while !self.shared.stop.get() {
+        while !self.host.stopped() {
             self.tenure().await?;
         }
         self.log("done", None, None, None);
@@ -300,7 +405,7 @@ impl Writer {
         let mut alive = true;
         let mut victims = 0u64;
         for _ in 0..ops {
-            if !alive || self.shared.stop.get() {
+            if !alive || self.host.stopped() {
                 break;
             }
             let mut roll = self.unit();
@@ -403,7 +508,7 @@ impl Writer {
         }
         if self.unit() < 0.5 {
             self.log("stall", None, Some(epoch), None);
-            self.sleep_ms((self.shared.ttl_ms * 14).div_ceil(10)).await;
+            self.sleep_ms((self.ttl_ms * 14).div_ceil(10)).await;
             return self.stale_sweep(&lease).await;
         }
         match self.attempt("release", || self.store.release(&lease)).await? {
