@@ -46,6 +46,13 @@ pub const ALL: &[Property] = &[
         check: journal_never_behind_meta,
     },
     Property {
+        name: "settle_follows_segment_work",
+        expectation: Expectation::Always,
+        claim: "A segment that appended anything before its settle meta write appended a run_settle of that status as its last entry (the write-on-change rule: new work is always journaled as settled).",
+        not_checked: "Meta writes that carry no lease; segments that appended nothing (their settle is skipped when the status is unchanged).",
+        check: settle_follows_segment_work,
+    },
+    Property {
         name: "no_stranded_run",
         expectation: Expectation::Always,
         claim: "No run ends with a terminal meta row over live journal work (the reconciler's stranded verdict).",
@@ -79,6 +86,13 @@ pub const ALL: &[Property] = &[
         claim: "No deletion made under a lease (its own, or the engine cascade's brief lease it did not pass on) removes a run while another holder's grant of it is live and unreleased.",
         not_checked: "Deletions under no lease outside an engine cascade (a host decision), and runs nobody holds.",
         check: no_live_run_deleted,
+    },
+    Property {
+        name: "deleted_run_leaves_no_blobs",
+        expectation: Expectation::Always,
+        claim: "When an engine deletion cascade's journal delete applies, none of the run's blobs remain (a recreated run id must not inherit a dead incarnation's checkpoints).",
+        not_checked: "Deletions outside an engine cascade (a bare store delete never touches blobs).",
+        check: deleted_run_leaves_no_blobs,
     },
     Property {
         name: "settled_value_matches_workflow",
@@ -274,6 +288,46 @@ fn journal_never_behind_meta(j: &Judged, out: &mut Vec<Violation>) {
                             t(Judged::applied_ns(c)),
                             audit.verdict,
                             audit.reason
+                        ),
+                        op: Some(c.op.as_str()),
+                        call: Some(c.id),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn settle_follows_segment_work(j: &Judged, out: &mut Vec<Violation>) {
+    // Per (run, epoch, owner): the last entry that lease appended.
+    let mut last: BTreeMap<(&str, u64, &str), JournalEntry> = BTreeMap::new();
+    for &c in &j.applied {
+        let Some(l) = &c.lease else { continue };
+        let key = (c.run_id.as_str(), l.epoch.0, l.owner.as_str());
+        match c.op {
+            OpKind::Append => {
+                if let Some(e) = entry_of(c) {
+                    last.insert(key, e);
+                }
+            }
+            OpKind::PutMeta => {
+                let Some(m) = meta_of(c) else { continue };
+                if m.status == RunStatus::Running {
+                    continue;
+                }
+                let Some(e) = last.get(&key) else { continue };
+                if settle_status(e) != Some(m.status) {
+                    out.push(Violation {
+                        property: "settle_follows_segment_work",
+                        witness: format!(
+                            "run {}: {}'s settle meta write ({}) at t={} follows its own {} entry seq {} and no run_settle of that status",
+                            c.run_id,
+                            who(c),
+                            m.status,
+                            t(Judged::applied_ns(c)),
+                            e.kind,
+                            e.seq.0
                         ),
                         op: Some(c.op.as_str()),
                         call: Some(c.id),
@@ -609,6 +663,65 @@ fn no_live_run_deleted(j: &Judged, out: &mut Vec<Violation>) {
             });
         }
     });
+}
+
+fn deleted_run_leaves_no_blobs(j: &Judged, out: &mut Vec<Violation>) {
+    let mut blobs: BTreeMap<&str, &Call> = BTreeMap::new();
+    for &c in &j.applied {
+        match c.op {
+            OpKind::BlobPut => {
+                if let Some(r) = c.args.blob_ref.as_deref() {
+                    blobs.insert(r, c);
+                }
+            }
+            OpKind::BlobDelete => {
+                if let Some(r) = c.args.blob_ref.as_deref() {
+                    blobs.remove(r);
+                }
+            }
+            OpKind::Delete => {
+                let before = order(c);
+                let cascade = j
+                    .history
+                    .marks
+                    .iter()
+                    .rev()
+                    .find(|m| {
+                        m.node == c.node
+                            && m.incarnation == c.incarnation
+                            && m.run_id == c.run_id
+                            && m.applied_before <= before
+                    })
+                    .is_some_and(|m| {
+                        matches!(m.point, "engine.delete.after_blobs" | "worker.retention.after_blobs")
+                    });
+                if !cascade {
+                    continue;
+                }
+                let left: Vec<&str> = blobs
+                    .keys()
+                    .copied()
+                    .filter(|r| store::types::run_of_ref(r) == c.run_id && r.contains('/'))
+                    .collect();
+                if !left.is_empty() {
+                    out.push(Violation {
+                        property: "deleted_run_leaves_no_blobs",
+                        witness: format!(
+                            "{}'s cascade deleted run {} at t={} with {} of its blobs still stored ({})",
+                            who(c),
+                            c.run_id,
+                            t(Judged::applied_ns(c)),
+                            left.len(),
+                            left.join(", ")
+                        ),
+                        op: Some(c.op.as_str()),
+                        call: Some(c.id),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 fn settled_value_matches_workflow(j: &Judged, out: &mut Vec<Violation>) {
