@@ -134,6 +134,20 @@ fn shared(world: &WorldState) -> Option<Rc<QueueShared>> {
     world.shared.clone().downcast::<QueueShared>().ok()
 }
 
+/// Run-id suffixes chosen so that ids are prefixes of each other (`run-1`, `run-10`,
+/// `run-100`) and carry SQL LIKE wildcards and dots (`run-1_`, `run-1.0`): a store that
+/// matches a run's rows or blobs by prefix or by an unescaped pattern mixes runs up, and
+/// the read and write properties see it.
+const SUFFIXES: [&str; 10] = ["1", "10", "1_", "1x", "100", "1.0", "11", "1-0", "2", "1-1"];
+
+fn run_id(kind: &str, i: usize) -> String {
+    let suffix = SUFFIXES[i % SUFFIXES.len()];
+    match i / SUFFIXES.len() {
+        0 => format!("{kind}-{suffix}"),
+        n => format!("{kind}-{suffix}-{n}"),
+    }
+}
+
 fn retention(meta: &RunMeta) -> bool {
     meta.run_id.starts_with("tmp-")
 }
@@ -235,7 +249,7 @@ impl Scenario for EngineScenario {
                 let name = self.workflows[r.between(0, self.workflows.len() as u64 - 1) as usize];
                 let tmp = r.chance(self.tmp_per_mille);
                 RunSpec {
-                    run_id: format!("{}-{i}", if tmp { "tmp" } else { "run" }),
+                    run_id: run_id(if tmp { "tmp" } else { "run" }, i as usize),
                     workflow: registry.get(name).cloned().unwrap_or_else(Workflow::happy),
                     start_ms: r.between(0, plan.knobs.cap_ms * 3 / 4),
                 }
