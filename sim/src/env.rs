@@ -45,6 +45,29 @@ impl SimEnv {
     }
 }
 
+impl SimEnv {
+    /// Virtual ns from now until this node's clock first reads `target_ms` (0 if it already
+    /// does or has passed it).
+    fn ns_until(&self, target_ms: i64) -> u64 {
+        let now = now_ns();
+        if SimEnv::clock_at(self.clock, now) >= target_ms {
+            return 0;
+        }
+        // The clock is monotone in virtual time: find the first whole ms that reads target.
+        let mut lo = now / 1_000_000 + 1;
+        let mut hi = lo + (target_ms - SimEnv::clock_at(self.clock, now)).unsigned_abs() * 2 + 2;
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if SimEnv::clock_at(self.clock, mid * 1_000_000) >= target_ms {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        (lo * 1_000_000).saturating_sub(now)
+    }
+}
+
 impl Env for SimEnv {
     fn now_ms(&self) -> i64 {
         SimEnv::clock_at(self.clock, now_ns())
@@ -96,6 +119,20 @@ impl Env for SimEnv {
                 madsim::time::sleep(Duration::from_millis(ms)).await;
                 Ok(())
             })),
+            Action::StallToExpiry => {
+                let wait = site
+                    .run_id
+                    .and_then(|r| w.observe_lease(r))
+                    .map_or(0, |row| self.ns_until(row.expires_at));
+                Some(Box::pin(async move {
+                    if wait > 0 {
+                        madsim::time::sleep(Duration::from_nanos(wait)).await;
+                    } else {
+                        madsim::task::yield_now().await;
+                    }
+                    Ok(())
+                }))
+            }
             Action::Crash { restart_after_ms } => {
                 w.crash_self(self.node, restart_after_ms);
                 Some(Box::pin(std::future::pending()))

@@ -26,6 +26,10 @@ pub enum Action {
     Stall { ms: u64 },
     /// The process dies here; the supervisor restarts it `restart_after_ms` later.
     Crash { restart_after_ms: u64 },
+    /// Sleep until this node's clock reads the run's lease expiry exactly (as the lease row
+    /// stands when the point is reached): the store's next clock reading lands on the
+    /// boundary instant, where `expires_at <= now` and `expires_at < now` disagree.
+    StallToExpiry,
 }
 
 impl Action {
@@ -34,6 +38,7 @@ impl Action {
             Action::Yield => "yield".into(),
             Action::Stall { ms } => format!("stall {ms}ms"),
             Action::Crash { restart_after_ms } => format!("crash (restart +{restart_after_ms}ms)"),
+            Action::StallToExpiry => "stall to the lease expiry".into(),
         }
     }
 }
@@ -81,6 +86,10 @@ pub struct Swarm {
     pub stall_past_ttl_per_mille: u32,
     /// Of a firing: chance of a crash (checked first).
     pub crash_per_mille: u32,
+    /// Of the stalls at a `before*` or `after_check` point: the share turned into stalls to
+    /// the lease expiry instant (drawn from its own stream, so the other decisions stay put).
+    #[serde(default)]
+    pub expiry_stall_per_mille: u32,
 }
 
 /// A whole plan.
@@ -145,6 +154,7 @@ impl Plan {
         let stall_per_mille = pick(faults.stall_per_mille);
         let stall_past_ttl_per_mille = pick(faults.stall_past_ttl_per_mille);
         let crash_per_mille = pick(faults.crash_per_mille);
+        let expiry_stall_per_mille = pick((0, 300));
 
         let mut active_rng = rng(seed, "active-points", 0);
         let active: Vec<FaultPoint> =
@@ -183,6 +193,18 @@ impl Plan {
                     } else {
                         Action::Yield
                     };
+                    let action = match action {
+                        Action::Stall { .. }
+                            if matches!(
+                                point.moment(),
+                                store::Moment::Before | store::Moment::AfterCheck
+                            ) && rng(seed, "expiry-stall", stream_index(node, point, occurrence))
+                                .chance(expiry_stall_per_mille) =>
+                        {
+                            Action::StallToExpiry
+                        }
+                        other => other,
+                    };
                     decisions.push(Decision { node, point: point.name().to_string(), occurrence, action });
                 }
             }
@@ -200,6 +222,7 @@ impl Plan {
                 stall_per_mille,
                 stall_past_ttl_per_mille,
                 crash_per_mille,
+                expiry_stall_per_mille,
             },
             decisions,
         }
@@ -229,7 +252,11 @@ impl Plan {
     /// One-line summary for reports.
     pub fn summary(&self) -> String {
         let crashes = self.decisions.iter().filter(|d| matches!(d.action, Action::Crash { .. })).count();
-        let stalls = self.decisions.iter().filter(|d| matches!(d.action, Action::Stall { .. })).count();
+        let stalls = self
+            .decisions
+            .iter()
+            .filter(|d| matches!(d.action, Action::Stall { .. } | Action::StallToExpiry))
+            .count();
         format!(
             "{} nodes, ttl {}ms, size {}, {} fault decisions ({} stalls, {} crashes; {} active points, fire {}‰)",
             self.knobs.nodes,
@@ -242,6 +269,11 @@ impl Plan {
             self.swarm.fire_per_mille
         )
     }
+}
+
+/// The stream index of one (node, point, occurrence).
+fn stream_index(node: u32, point: &FaultPoint, occurrence: u32) -> u64 {
+    crate::seed::fnv1a(point.name().as_bytes()) ^ (u64::from(node) << 40) ^ u64::from(occurrence)
 }
 
 fn signed(r: &mut impl Draw, bound: i64) -> i64 {

@@ -413,6 +413,7 @@ pub fn sim_plan(scenario: &dyn Scenario, s: &SimStorm) -> Plan {
             stall_per_mille: 0,
             stall_past_ttl_per_mille: 0,
             crash_per_mille: 0,
+            expiry_stall_per_mille: 0,
         },
         decisions: Vec::new(),
     }
