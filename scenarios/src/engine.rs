@@ -68,7 +68,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
     describe: "queue workers, hosts and operators over many runs (both workflow kinds, suspensions, retention, retries, pruning) with swarm faults, then a heal",
     nodes: (2, 4),
     runs: (3, 7),
-    workflows: &["happy", "limit", "approval", "pipeline"],
+    workflows: &["happy", "limit", "approval", "pipeline", "two-approvals"],
     tmp_per_mille: 300,
     retry_per_mille: 150,
     focus: Focus::Everywhere,

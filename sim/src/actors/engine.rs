@@ -203,7 +203,9 @@ fn fnv_owner(owner: &str) -> u64 {
 /// The workflows the engine scenarios use, by name (a worker's registry).
 pub fn catalog_workflows() -> BTreeMap<String, Workflow> {
     let mut m = BTreeMap::new();
-    for wf in [Workflow::happy(), Workflow::limit(), Workflow::approval("sign-off"), pipeline()] {
+    for wf in
+        [Workflow::happy(), Workflow::limit(), Workflow::approval("sign-off"), pipeline(), two_approvals()]
+    {
         m.insert(wf.name.clone(), wf);
     }
     m
@@ -217,6 +219,23 @@ pub fn pipeline() -> Workflow {
             Op::Step { name: "fetch".into() },
             Op::Agent { name: "research".into(), tool_turns: 4, max_turns: 7, max_tool_calls: 6 },
             Op::Step { name: "publish".into() },
+        ],
+    }
+}
+
+/// An agent, an await, an agent, a second await, an agent: the run suspends twice, and the
+/// segment between the two suspensions does new work yet settles `suspended` again (the
+/// write-on-change rule must still journal that settle).
+pub fn two_approvals() -> Workflow {
+    let agent = |name: &str| Op::Agent { name: name.into(), tool_turns: 0, max_turns: 4, max_tool_calls: 0 };
+    Workflow {
+        name: "two-approvals".into(),
+        ops: vec![
+            agent("draft"),
+            Op::Await { key: "legal".into() },
+            agent("revise"),
+            Op::Await { key: "final".into() },
+            agent("publish"),
         ],
     }
 }

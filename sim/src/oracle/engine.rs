@@ -88,6 +88,13 @@ pub const ALL: &[Property] = &[
         check: no_live_run_deleted,
     },
     Property {
+        name: "non_replayable_terminal_reruns",
+        expectation: Expectation::Always,
+        claim: "A segment that settles a run ok, booted while the journal's last settle was not ok, dispatched again (a new running entry) every op whose latest dispatch had ended error, limit or cancelled: those are never replayed as results.",
+        not_checked: "Meta writes and appends that carry no lease; ops whose latest terminal is ok (those replay).",
+        check: non_replayable_terminal_reruns,
+    },
+    Property {
         name: "deleted_run_leaves_no_blobs",
         expectation: Expectation::Always,
         claim: "When an engine deletion cascade's journal delete applies, none of the run's blobs remain (a recreated run id must not inherit a dead incarnation's checkpoints).",
@@ -663,6 +670,74 @@ fn no_live_run_deleted(j: &Judged, out: &mut Vec<Violation>) {
             });
         }
     });
+}
+
+fn non_replayable_terminal_reruns(j: &Judged, out: &mut Vec<Violation>) {
+    /// What one lease saw at its boot, and what it appended since.
+    struct Tenure {
+        must_rerun: Vec<String>,
+        rerun: Vec<String>,
+    }
+    let mut journal: BTreeMap<&str, Vec<JournalEntry>> = BTreeMap::new();
+    let mut tenures: BTreeMap<(&str, u64, &str), Tenure> = BTreeMap::new();
+    for &c in &j.applied {
+        if c.op == OpKind::Delete {
+            journal.remove(c.run_id.as_str());
+            continue;
+        }
+        let Some(l) = &c.lease else { continue };
+        if !matches!(c.op, OpKind::Append | OpKind::PutMeta) {
+            continue;
+        }
+        let key = (c.run_id.as_str(), l.epoch.0, l.owner.as_str());
+        let entries = journal.entry(c.run_id.as_str()).or_default();
+        let tenure = tenures.entry(key).or_insert_with(|| {
+            let settled_ok = entries.iter().rev().find_map(settle_status) == Some(RunStatus::Ok);
+            // Per op key: its latest dispatch (running entry) and that dispatch's terminal.
+            let mut latest: BTreeMap<&str, Option<&str>> = BTreeMap::new();
+            for e in entries.iter() {
+                if matches!(e.kind.as_str(), "agent" | "step") && e.status == "running" && e.ref_seq.is_none()
+                {
+                    let terminal =
+                        entries.iter().find(|t| t.ref_seq == Some(e.seq)).map(|t| t.status.as_str());
+                    latest.insert(e.key.as_str(), terminal);
+                }
+            }
+            let must_rerun = if settled_ok {
+                Vec::new()
+            } else {
+                latest
+                    .iter()
+                    .filter(|(_, s)| matches!(**s, Some("error" | "limit" | "cancelled")))
+                    .map(|(k, _)| k.to_string())
+                    .collect()
+            };
+            Tenure { must_rerun, rerun: Vec::new() }
+        });
+        if c.op != OpKind::Append {
+            continue;
+        }
+        let Some(e) = entry_of(c) else { continue };
+        if e.status == "running" && e.ref_seq.is_none() {
+            tenure.rerun.push(e.key.clone());
+        }
+        if settle_status(&e) == Some(RunStatus::Ok) {
+            for k in tenure.must_rerun.iter().filter(|k| !tenure.rerun.contains(k)) {
+                out.push(Violation {
+                    property: "non_replayable_terminal_reruns",
+                    witness: format!(
+                        "run {}: {} settled ok at t={} without dispatching {k} again, whose latest terminal was not ok when it booted (a non-replayable terminal was replayed)",
+                        c.run_id,
+                        who(c),
+                        t(Judged::applied_ns(c))
+                    ),
+                    op: Some(c.op.as_str()),
+                    call: Some(c.id),
+                });
+            }
+        }
+        entries.push(e);
+    }
 }
 
 fn deleted_run_leaves_no_blobs(j: &Judged, out: &mut Vec<Violation>) {

@@ -1,7 +1,8 @@
 //! The queue worker (rulvar's `createWorker` sweep, engine-model.md 5.2-5.4): finds
 //! resumable runs, drives each under its own lease, and applies retention to terminal ones.
 //!
-//! Promises: the worker acquires before it loads; a held lease is skipped (never raced); a
+//! Promises: the worker acquires before it loads, and re-reads the run's meta under the lease
+//! (a run deleted since the listing is refused, never booted again); a held lease is skipped (never raced); a
 //! suspended run whose journal length and genesis are unchanged since this worker parked it
 //! is released and skipped; while a drive runs, the worker renews every `max(1, ttl/3)` ms
 //! and cancels the segment on the first renew failure; the lease is released quietly after.
@@ -131,6 +132,29 @@ where
                     continue;
                 }
             };
+            // rulvar's drive resolves the workflow through the run's meta as it reads it now,
+            // under the lease: a run deleted since the listing (retention elsewhere) has none,
+            // and is refused instead of being booted again from its first op.
+            match journal.get_meta(&run_id).await {
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    release_quietly(journal, &lease).await?;
+                    report.errors.push((
+                        run_id.clone(),
+                        EngineError::Config(format!("run {run_id} was deleted since the listing")),
+                    ));
+                    continue;
+                }
+                Err(e) => {
+                    let e = EngineError::store(e);
+                    if matches!(e, EngineError::Crashed { .. }) {
+                        return Err(e);
+                    }
+                    release_quietly(journal, &lease).await?;
+                    report.errors.push((run_id, e));
+                    continue;
+                }
+            }
             if meta.status == RunStatus::Suspended
                 && self.parked.borrow().get(&run_id) == Some(&(entries.len(), meta.genesis.clone()))
             {
