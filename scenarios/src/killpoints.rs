@@ -20,118 +20,25 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use serde_json::Value;
-use sim::actors::engine::{expected_value, FactSink, LedgerWorld};
+use sim::actors::engine::{FactSink, LedgerWorld};
 use sim::history::{FactKind, History};
 use sim::oracle::Violation;
 use sim::plan::{FaultProfile, Knobs, Plan};
 use sim::recorded::{RecordedStore, RecordedTranscripts};
 use sim::world::{FinalState, NodeCtx, Scenario, WorldState};
-use store::engine::{Engine, EngineError, Workflow};
+use store::engine::{Engine, EngineError};
 use store::{
     JournalEntry, JournalStore, LeasableStore, Lease, LocalFuture, MetaLookup, RunFilter, RunMeta, RunStatus,
     StoreError,
 };
 
-/// Which write kills (rulvar's matchers).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Matcher {
-    /// An `agent` running entry.
-    Running,
-    /// An `agent` entry with `ref` and status `ok`.
-    OkTerminal,
-    /// An `agent` entry with `ref` and status `limit`.
-    LimitTerminal,
-    /// The `run_settle` decision.
-    Settle,
-    /// A `put_meta` with a status other than `running`.
-    Meta,
+use store::conformance::killpoints::is_run_settle as is_settle;
+pub use store::conformance::killpoints::{KillRow as Row, Matcher, ROWS};
+
+/// The run a row plays.
+fn run_id(i: usize) -> String {
+    format!("kp-{i}")
 }
-
-impl Matcher {
-    fn name(self) -> &'static str {
-        match self {
-            Matcher::Running => "running",
-            Matcher::OkTerminal => "ok-terminal",
-            Matcher::LimitTerminal => "limit-terminal",
-            Matcher::Settle => "settle",
-            Matcher::Meta => "meta",
-        }
-    }
-
-    fn entry(self, e: &JournalEntry) -> bool {
-        match self {
-            Matcher::Running => e.kind == "agent" && e.status == "running",
-            Matcher::OkTerminal => e.kind == "agent" && e.ref_seq.is_some() && e.status == "ok",
-            Matcher::LimitTerminal => e.kind == "agent" && e.ref_seq.is_some() && e.status == "limit",
-            Matcher::Settle => is_settle(e),
-            Matcher::Meta => false,
-        }
-    }
-}
-
-fn is_settle(e: &JournalEntry) -> bool {
-    e.kind == "decision"
-        && e.value.get("decisionType").and_then(Value::as_str)
-            == Some(store::engine::RUN_SETTLE_DECISION_TYPE)
-}
-
-/// One row of the table.
-#[derive(Clone, Copy, Debug)]
-pub struct Row {
-    pub workflow: &'static str,
-    pub matcher: Matcher,
-    pub occurrence: u32,
-    pub before: bool,
-    /// (paid calls, tool runs) of the killed child.
-    pub child: (usize, usize),
-    /// (paid calls, tool runs) of the resume.
-    pub resume: (usize, usize),
-    pub limit_terminals: usize,
-}
-
-impl Row {
-    pub fn name(&self) -> String {
-        format!("{} {} {}", self.workflow, self.matcher.name(), if self.before { "before" } else { "after" })
-    }
-
-    fn run_id(&self, i: usize) -> String {
-        format!("kp-{i}")
-    }
-
-    fn wf(&self) -> Workflow {
-        if self.workflow == "limit" {
-            Workflow::limit()
-        } else {
-            Workflow::happy()
-        }
-    }
-}
-
-const fn row(
-    workflow: &'static str,
-    matcher: Matcher,
-    occurrence: u32,
-    before: bool,
-    child: (usize, usize),
-    resume: (usize, usize),
-    limit_terminals: usize,
-) -> Row {
-    Row { workflow, matcher, occurrence, before, child, resume, limit_terminals }
-}
-
-/// rulvar's ten rows (engine-model.md 9.2).
-pub const ROWS: [Row; 10] = [
-    row("happy", Matcher::Running, 2, true, (1, 0), (1, 0), 0),
-    row("happy", Matcher::Running, 2, false, (1, 0), (1, 0), 0),
-    row("happy", Matcher::OkTerminal, 2, true, (2, 0), (1, 0), 0),
-    row("happy", Matcher::OkTerminal, 2, false, (2, 0), (0, 0), 0),
-    row("happy", Matcher::Settle, 1, true, (2, 0), (0, 0), 0),
-    row("happy", Matcher::Settle, 1, false, (2, 0), (0, 0), 0),
-    row("happy", Matcher::Meta, 1, true, (2, 0), (0, 0), 0),
-    row("happy", Matcher::Meta, 1, false, (2, 0), (0, 0), 0),
-    row("limit", Matcher::LimitTerminal, 1, true, (3, 2), (1, 0), 1),
-    row("limit", Matcher::LimitTerminal, 1, false, (3, 2), (3, 2), 2),
-];
 
 /// The referee's identity (its facts are the resume's calls).
 const REFEREE: &str = "referee";
@@ -221,7 +128,7 @@ impl JournalStore for KillSwitch {
         self.inner.load(run_id).await
     }
     async fn put_meta(&self, meta: &RunMeta, lease: Option<&Lease>) -> Result<(), StoreError> {
-        let hit = self.hit(self.row.matcher == Matcher::Meta && meta.status != RunStatus::Running);
+        let hit = self.hit(self.row.matcher.meta(meta));
         self.guarded(hit, self.inner.put_meta(meta, lease)).await
     }
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunMeta>, StoreError> {
@@ -281,8 +188,8 @@ async fn child(node: NodeCtx, sh: Rc<KillShared>) {
     let transcripts: RecordedTranscripts = node.store.transcripts();
     let env: Rc<dyn store::Env> = node.env.clone();
     let engine = Engine::new(journal, transcripts, world, env, node.world.profile, owner);
-    let run_id = row.run_id(i);
-    let wf = row.wf();
+    let run_id = run_id(i);
+    let wf = row.workflow();
     sink.submitted(&run_id, &wf);
     let r = engine.run(&run_id, &wf).await;
     sink.settled(&run_id, "run", &r);
@@ -303,8 +210,8 @@ async fn referee(node: NodeCtx, sh: Rc<KillShared>) {
     // later rows' residue in place, which is how the audit test builds its database).
     let resumed = node.world.plan.knobs.size as usize;
     for (i, row) in ROWS.iter().enumerate().take(resumed) {
-        let run_id = row.run_id(i);
-        let wf = row.wf();
+        let run_id = run_id(i);
+        let wf = row.workflow();
         let mut waited = Duration::ZERO;
         let result = loop {
             let r = engine.resume(&run_id, &wf, None).await;
@@ -422,8 +329,8 @@ impl Scenario for KillPoints {
 struct Observed {
     name: String,
     occurrence: u32,
-    child: (usize, usize),
-    resume: (usize, usize),
+    child: (u32, u32),
+    resume: (u32, u32),
     limits: usize,
     ok_settles: usize,
     meta: String,
@@ -447,7 +354,7 @@ fn table_rows(world: &WorldState, history: &History, fin: &FinalState) -> Vec<Ob
     ROWS.iter()
         .enumerate()
         .map(|(i, row)| {
-            let run_id = row.run_id(i);
+            let run_id = run_id(i);
             let child = count(&format!("child-{i}"), &run_id);
             let resume = count(REFEREE, &run_id);
             let entries: Vec<JournalEntry> = fin
@@ -478,8 +385,8 @@ fn table_rows(world: &WorldState, history: &History, fin: &FinalState) -> Vec<Ob
                     resume.0, resume.1, row.resume.0, row.resume.1
                 ));
             }
-            if limits != row.limit_terminals {
-                problems.push(format!("{limits} limit terminals != {}", row.limit_terminals));
+            if limits != row.limits {
+                problems.push(format!("{limits} limit terminals != {}", row.limits));
             }
             if settles.len() != 1 || ok_settles != 1 {
                 problems.push(format!(
@@ -498,7 +405,7 @@ fn table_rows(world: &WorldState, history: &History, fin: &FinalState) -> Vec<Ob
                 ));
             }
             match &sh.resumed.borrow()[i] {
-                Some(Ok((RunStatus::Ok, Some(v), _))) if *v == expected_value(&row.wf()) => {}
+                Some(Ok((RunStatus::Ok, Some(v), _))) if *v == row.value() => {}
                 Some(Ok((s, v, _))) => problems.push(format!(
                     "resume settled {s} with {}",
                     v.as_ref().map_or("no value".to_string(), |v| v.to_string())
@@ -507,7 +414,7 @@ fn table_rows(world: &WorldState, history: &History, fin: &FinalState) -> Vec<Ob
                 None => problems.push("never resumed".to_string()),
             }
             Observed {
-                name: row.name(),
+                name: row.name.to_string(),
                 occurrence: row.occurrence,
                 child,
                 resume,

@@ -9,30 +9,11 @@ use std::process::Command;
 use scenarios::engine::{F1_STALE_SETTLE, F2_STALE_CHECKPOINT, F4_STALE_RETENTION, QUEUE};
 use scenarios::killpoints::{KILL_POINTS, ROWS};
 use sim::runner::execute;
-use sim::world::Scenario;
 use store::ProfileName;
 
-fn first_failure(
-    scenario: &'static dyn Scenario,
-    profile: ProfileName,
-    limit: u64,
-    properties: &[&str],
-) -> Option<(u64, String)> {
-    (0..limit).find_map(|seed| {
-        let out = execute(scenario, profile, seed, None, None).expect("run");
-        out.violations
-            .iter()
-            .find(|v| properties.contains(&v.property))
-            .map(|v| (seed, format!("{}: {}", v.property, v.witness)))
-    })
-}
+mod support;
 
-fn assert_clean(scenario: &'static dyn Scenario, seeds: std::ops::Range<u64>) {
-    for seed in seeds {
-        let out = execute(scenario, ProfileName::Current, seed, None, None).expect("run");
-        assert!(out.violations.is_empty(), "{} current seed {seed}: {:?}", scenario.name(), out.violations);
-    }
-}
+use support::{assert_clean, first_failure};
 
 #[test]
 fn kill_point_table_passes_under_current() {

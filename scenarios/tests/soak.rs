@@ -4,31 +4,11 @@
 
 use scenarios::soak::{BOOT_RACE, F3_CHECK_THEN_MUTATE, SOAK};
 use sim::runner::execute;
-use sim::world::Scenario;
 use store::ProfileName;
 
-/// The first seed in `0..limit` whose run violates one of `properties`, with its witness.
-fn first_failure(
-    scenario: &'static dyn Scenario,
-    profile: ProfileName,
-    limit: u64,
-    properties: &[&str],
-) -> Option<(u64, String)> {
-    (0..limit).find_map(|seed| {
-        let out = execute(scenario, profile, seed, None, None).expect("run");
-        out.violations
-            .iter()
-            .find(|v| properties.contains(&v.property))
-            .map(|v| (seed, format!("{}: {}", v.property, v.witness)))
-    })
-}
+mod support;
 
-fn assert_clean(scenario: &'static dyn Scenario, seeds: std::ops::Range<u64>) {
-    for seed in seeds {
-        let out = execute(scenario, ProfileName::Current, seed, None, None).expect("run");
-        assert!(out.violations.is_empty(), "{} current seed {seed}: {:?}", scenario.name(), out.violations);
-    }
-}
+use support::{assert_clean, first_failure};
 
 #[test]
 fn soak_is_clean_under_current() {

@@ -71,8 +71,8 @@ fn scenario(wf: &Workflow, value: &Value, kill: &Kill) -> Option<()> {
     let blobs = InMemoryTranscriptStore::new();
     block_on(async {
         let (matcher, k, before) = match kill {
-            Kill::Write(m, k, b) => (*m, *k, *b),
-            Kill::Point(..) => (Matcher::Nothing, 0, false),
+            Kill::Write(m, k, b) => (Some(*m), *k, *b),
+            Kill::Point(..) => (None, 0, false),
         };
         let kill_store = KillStore::new(store.clone(), matcher, k, before);
         let child =

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::{json, Value};
-use store::engine::{Engine, EngineError, PaidCall, ToolCall, Workflow, World};
+use store::engine::{Engine, EngineError, PaidCall, ToolCall, World};
 use store::{
     Env, JournalEntry, JournalStore, LeasableStore, Lease, LocalFuture, ManualClock, ManualEnv, MetaLookup,
     Profile, RunFilter, RunMeta, RunStatus, SqliteOptions, SqliteStore, StoreError, Synchronous, SystemEnv,
@@ -39,119 +39,7 @@ const RUN: &str = "RUN";
 const SIM_TTL_MS: i64 = 1_000;
 const SIM_T0_MS: i64 = 1_700_000_000_000;
 
-/// Which write kills the child (rulvar's matchers).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Matcher {
-    /// An `agent` running entry.
-    Running,
-    /// An `agent` terminal (with `ref`) with status `ok`.
-    OkTerminal,
-    /// An `agent` terminal with status `limit`.
-    LimitTerminal,
-    /// The `run_settle` decision.
-    Settle,
-    /// A `put_meta` with a status other than `running`.
-    Meta,
-}
-
-impl Matcher {
-    fn entry(self, e: &JournalEntry) -> bool {
-        let agent = e.kind == "agent";
-        match self {
-            Matcher::Running => agent && e.status == "running",
-            Matcher::OkTerminal => agent && e.ref_seq.is_some() && e.status == "ok",
-            Matcher::LimitTerminal => agent && e.ref_seq.is_some() && e.status == "limit",
-            Matcher::Settle => is_settle(e),
-            Matcher::Meta => false,
-        }
-    }
-}
-
-fn is_settle(e: &JournalEntry) -> bool {
-    e.kind == "decision" && e.value.get("decisionType") == Some(&json!("run_settle"))
-}
-
-/// One row of the table and what it pins.
-#[derive(Clone, Copy, Debug)]
-pub struct Row {
-    pub name: &'static str,
-    /// The `limit` workflow (else `happy`).
-    pub limit: bool,
-    pub matcher: Matcher,
-    /// Which matching write (1-based).
-    pub occurrence: u32,
-    /// Die before the write (else right after it is durable).
-    pub before: bool,
-    /// (paid calls, tool runs) of the child before it died.
-    pub child: (u32, u32),
-    /// (paid calls, tool runs) the resume re-pays.
-    pub resume: (u32, u32),
-    /// `limit` terminals in the final journal.
-    pub limits: usize,
-}
-
-const fn happy(
-    name: &'static str,
-    m: Matcher,
-    occ: u32,
-    before: bool,
-    child: (u32, u32),
-    resume: (u32, u32),
-) -> Row {
-    Row { name, limit: false, matcher: m, occurrence: occ, before, child, resume, limits: 0 }
-}
-
-/// rulvar's ten rows, with its pinned re-pay counts (1, 1, 1, 0, 0, 0, 0, 0, 1, 3).
-pub const ROWS: [Row; 10] = [
-    happy("happy-running-before", Matcher::Running, 2, true, (1, 0), (1, 0)),
-    happy("happy-running-after", Matcher::Running, 2, false, (1, 0), (1, 0)),
-    happy("happy-ok-terminal-before", Matcher::OkTerminal, 2, true, (2, 0), (1, 0)),
-    happy("happy-ok-terminal-after", Matcher::OkTerminal, 2, false, (2, 0), (0, 0)),
-    happy("happy-settle-before", Matcher::Settle, 1, true, (2, 0), (0, 0)),
-    happy("happy-settle-after", Matcher::Settle, 1, false, (2, 0), (0, 0)),
-    happy("happy-meta-before", Matcher::Meta, 1, true, (2, 0), (0, 0)),
-    happy("happy-meta-after", Matcher::Meta, 1, false, (2, 0), (0, 0)),
-    Row {
-        name: "limit-limit-terminal-before",
-        limit: true,
-        matcher: Matcher::LimitTerminal,
-        occurrence: 1,
-        before: true,
-        child: (3, 2),
-        resume: (1, 0),
-        limits: 1,
-    },
-    Row {
-        name: "limit-limit-terminal-after",
-        limit: true,
-        matcher: Matcher::LimitTerminal,
-        occurrence: 1,
-        before: false,
-        child: (3, 2),
-        resume: (3, 2),
-        limits: 2,
-    },
-];
-
-impl Row {
-    pub fn find(name: &str) -> Option<Row> {
-        ROWS.iter().copied().find(|r| r.name == name)
-    }
-    fn workflow(&self) -> Workflow {
-        if self.limit {
-            Workflow::limit()
-        } else {
-            Workflow::happy()
-        }
-    }
-    fn value(&self) -> Value {
-        if self.limit {
-            json!({"agentStatus": "limit"})
-        } else {
-            json!({"one": "alpha", "two": "beta"})
-        }
-    }
-}
+pub use store::conformance::killpoints::{is_run_settle as is_settle, KillRow as Row, Matcher, ROWS};
 
 /// How the kill happens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -31,6 +31,7 @@ use crate::types::{JournalEntry, Lease};
 pub mod fenced;
 pub mod interleave;
 pub mod journal;
+pub mod killpoints;
 pub mod leasable;
 pub mod transcripts;
 

@@ -90,41 +90,11 @@ impl World for TestWorld {
     }
 }
 
-/// Which write the kill switch matches (rulvar's kill-point matchers).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Matcher {
-    /// An `agent` running entry.
-    Running,
-    /// An `agent` entry with `ref` and status `ok`.
-    OkTerminal,
-    /// An `agent` entry with `ref` and status `limit`.
-    LimitTerminal,
-    /// The `run_settle` decision.
-    Settle,
-    /// A `put_meta` with a status other than `running`.
-    Meta,
-    /// Never matches.
-    Nothing,
-}
-
-impl Matcher {
-    fn entry(self, e: &JournalEntry) -> bool {
-        match self {
-            Matcher::Running => e.kind == "agent" && e.status == "running",
-            Matcher::OkTerminal => e.kind == "agent" && e.ref_seq.is_some() && e.status == "ok",
-            Matcher::LimitTerminal => e.kind == "agent" && e.ref_seq.is_some() && e.status == "limit",
-            Matcher::Settle => is_settle(e),
-            _ => false,
-        }
-    }
-}
-
-pub fn is_settle(e: &JournalEntry) -> bool {
-    e.kind == "decision" && e.value.get("decisionType") == Some(&json!("run_settle"))
-}
+pub use store::conformance::killpoints::{is_run_settle as is_settle, Matcher};
 
 pub struct KillState {
-    pub matcher: Matcher,
+    /// The kill write's matcher (`None`: a passthrough that never kills).
+    pub matcher: Option<Matcher>,
     pub occurrence: u32,
     pub before: bool,
     pub seen: Cell<u32>,
@@ -154,7 +124,8 @@ pub struct KillStore<S> {
 pub const KILL_POINT: &str = "test.kill";
 
 impl<S> KillStore<S> {
-    pub fn new(inner: S, matcher: Matcher, occurrence: u32, before: bool) -> KillStore<S> {
+    pub fn new(inner: S, matcher: impl Into<Option<Matcher>>, occurrence: u32, before: bool) -> KillStore<S> {
+        let matcher = matcher.into();
         KillStore {
             inner,
             state: Rc::new(KillState {
@@ -173,7 +144,7 @@ impl<S> KillStore<S> {
         }
     }
     pub fn passthrough(inner: S) -> KillStore<S> {
-        KillStore::new(inner, Matcher::Nothing, 0, false)
+        KillStore::new(inner, None, 0, false)
     }
     pub fn dead(&self) -> bool {
         self.state.dead.get()
@@ -206,7 +177,7 @@ impl<S: JournalStore> JournalStore for KillStore<S> {
                 return Err(e);
             }
         }
-        let hit = self.hit(self.state.matcher.entry(entry));
+        let hit = self.hit(self.state.matcher.is_some_and(|m| m.entry(entry)));
         if hit == Some(true) {
             return Err(self.die());
         }
@@ -228,7 +199,7 @@ impl<S: JournalStore> JournalStore for KillStore<S> {
                 return Err(e);
             }
         }
-        let hit = self.hit(self.state.matcher == Matcher::Meta && meta.status != RunStatus::Running);
+        let hit = self.hit(self.state.matcher.is_some_and(|m| m.meta(meta)));
         if hit == Some(true) {
             return Err(self.die());
         }
