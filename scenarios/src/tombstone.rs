@@ -11,7 +11,9 @@
 //! Knobs: 2 to 4 processes, ttl 100 ms, `size` = recreations and cross-incarnation probes
 //! the quorum asks for (2 to 4), cap 30 s of virtual time. Faults: swarm stalls (some past
 //! the ttl), yields and crashes around the window: the delete's commit, the acquire, and
-//! the start of every lease-carrying write.
+//! the start of every lease-carrying write; and between the statements of a delete (most
+//! of them unleased), so a delete that is not one transaction leaves half a run behind
+//! for `journal_equals_serial_history`, `meta_is_last_accepted` and the read property.
 
 use std::any::Any;
 use std::rc::Rc;
@@ -33,6 +35,9 @@ pub static TOMBSTONE: Tombstone = Tombstone;
 /// The window: where a stall lets a recreate land before a zombie's write.
 const WINDOW: &[FaultPoint] = &[
     FaultPoint::SqliteDeleteBeforeBegin,
+    FaultPoint::SqliteDeleteAfterEntries,
+    FaultPoint::SqliteDeleteAfterMeta,
+    FaultPoint::SqliteDeleteBeforeCommit,
     FaultPoint::SqliteDeleteAfterCommit,
     FaultPoint::SqliteReleaseAfterCommit,
     FaultPoint::SqliteAcquireBeforeBegin,
@@ -45,7 +50,12 @@ const WINDOW: &[FaultPoint] = &[
     FaultPoint::SqliteLoadBeforeRead,
 ];
 
-const KEY: &[FaultPoint] = &[FaultPoint::SqliteDeleteAfterCommit];
+/// The delete's commit (T) and the gaps between its statements (a delete must be atomic).
+const KEY: &[FaultPoint] = &[
+    FaultPoint::SqliteDeleteAfterCommit,
+    FaultPoint::SqliteDeleteAfterEntries,
+    FaultPoint::SqliteDeleteAfterMeta,
+];
 
 fn shared(world: &WorldState) -> Rc<TombShared> {
     world.shared.clone().downcast::<TombShared>().unwrap_or_else(|_| Rc::new(TombShared::new(0, 0, 0)))
@@ -78,6 +88,9 @@ impl Scenario for Tombstone {
             skew_ms_max: 10,
             drift_ppm_max: 200,
             crash_points: vec![
+                FaultPoint::SqliteDeleteAfterEntries,
+                FaultPoint::SqliteDeleteAfterMeta,
+                FaultPoint::SqliteDeleteBeforeCommit,
                 FaultPoint::SqliteDeleteAfterCommit,
                 FaultPoint::SqliteReleaseAfterCommit,
                 FaultPoint::SqliteAcquireAfterCommit,

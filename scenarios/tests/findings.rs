@@ -66,6 +66,12 @@ fn tombstone_is_clean_under_current_over_1000_seeds() {
     );
     assert_eq!(report.seeds_run, 1000);
     assert!(report.failures.is_empty(), "{:?}", report.failures);
+    // Crashes landed between the statements of a delete, and the run survived them.
+    for p in ["sqlite.delete.after_entries", "sqlite.delete.after_meta", "sqlite.delete.before_commit"] {
+        let c = report.fault_points_hit.get(p).cloned().unwrap_or_default();
+        assert!(c.crashed_runs > 0, "no crash at {p} in 1000 seeds");
+        assert_eq!(c.crashed_and_passed_runs, c.crashed_runs, "{p}");
+    }
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! No test here knows the failing seed or scripts the interleaving: each sweeps seeds from 0.
 
 use scenarios::soak::{BOOT_RACE, F3_CHECK_THEN_MUTATE, SOAK};
+use sim::history::{Call, OpKind, Outcome};
 use sim::runner::execute;
 use store::ProfileName;
 
@@ -13,6 +14,48 @@ use support::{assert_clean, first_failure};
 #[test]
 fn soak_is_clean_under_current() {
     assert_clean(&SOAK, 0..60);
+}
+
+fn refused_with(c: &Call, code: &str) -> bool {
+    matches!(&c.outcome, Outcome::Err { code: got, .. } if got == code)
+}
+
+#[test]
+fn soak_writers_probe_the_a5_guard_and_every_cross_run_surface_under_a_live_lease() {
+    // fencesim's additions to rulvar's writer (full surfaces only): a re-append at or below
+    // the tail under the live lease, and cross-run append, meta, delete and blob delete on
+    // soak-other after rulvar's cross-run blob put. Under `current` all are refused, by the
+    // A5 guard and the run-match rule respectively, and nothing lands in soak-other.
+    let mut calls: Vec<Call> = Vec::new();
+    for seed in 0..3 {
+        let out = execute(&SOAK, ProfileName::Current, seed, None, None).expect("run");
+        assert!(out.violations.is_empty(), "seed {seed}: {:?}", out.violations);
+        assert!(!out.fin.entries.contains_key("soak-other") && !out.fin.meta.contains_key("soak-other"));
+        assert!(!out.fin.blobs.keys().any(|r| r.starts_with("soak-other/")));
+        calls.extend(out.history.calls);
+    }
+    let order = calls
+        .iter()
+        .filter(|c| c.op == OpKind::Append && c.run_id == "soak-run" && c.lease.is_some())
+        .filter(|c| refused_with(c, "journal_order_violation"))
+        .count();
+    assert!(order > 0, "no order probe refused by the A5 guard in 3 seeds");
+    for op in [OpKind::BlobPut, OpKind::Append, OpKind::PutMeta, OpKind::Delete, OpKind::BlobDelete] {
+        let live = |c: &&Call| {
+            c.op == op && c.run_id == "soak-other" && c.lease.as_ref().is_some_and(|l| l.run_id == "soak-run")
+        };
+        let probes: Vec<&Call> = calls.iter().filter(live).collect();
+        assert!(!probes.is_empty(), "no cross-run {} in 3 seeds", op.as_str());
+        assert!(
+            probes.iter().all(|c| refused_with(c, "lease_held") || c.outcome == Outcome::Unknown),
+            "a cross-run {} was not refused",
+            op.as_str()
+        );
+    }
+    // The lease-core variant storms only append, renew and release: no probe of either kind.
+    let out = execute(&F3_CHECK_THEN_MUTATE, ProfileName::Current, 0, None, None).expect("run");
+    assert!(out.history.calls.iter().all(|c| c.run_id != "soak-other"));
+    assert!(!out.history.calls.iter().any(|c| refused_with(c, "journal_order_violation")));
 }
 
 #[test]

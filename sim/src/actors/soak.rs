@@ -8,6 +8,12 @@
 //! and in the simulator a writer can be killed at any fault point and restarted (a new
 //! incarnation starts a fresh protocol; its old lease becomes a zombie).
 //!
+//! fencesim additions (`Surfaces::All` only, dice from their own stream): after an accepted
+//! op-mix append, half the time a live-lease order probe re-appends the tail seq (or the one
+//! below it) and expects the A5 guard's `JournalOrderViolation`; the live cross-run probe
+//! also tries append, put_meta, run delete and blob delete on `soak-other` under the live
+//! lease (run mismatch expected). rulvar's writer makes neither.
+//!
 //! Runtime-agnostic: the writer never names a runtime. Its clock and sleeps come from the
 //! store's [`Env`] (virtual time on madsim, the wall clock and `std::thread::sleep` in a
 //! real process), its reports go to a [`SoakHost`] (the simulated world's shared state, or
@@ -205,12 +211,12 @@ impl Surfaces {
 /// Whether a writer already reported something that fails the storm (the verdict cannot
 /// change, so the referee may end the storm early).
 pub fn ended_by_violation(events: &[SoakEvent]) -> bool {
-    events.iter().any(|e| matches!(e.kind, "stale-accept" | "fatal"))
+    events.iter().any(|e| matches!(e.kind, "stale-accept" | "order-accept" | "fatal"))
 }
 
 /// The soak's own checks over the writers' reports: the quorum (unless a violation ended
-/// the storm early) and every `stale-accept`, `error` and `fatal` event. `within` says what
-/// the cap was measured in, for the witness ("60000ms of virtual time").
+/// the storm early) and every `stale-accept`, `order-accept`, `error` and `fatal` event.
+/// `within` says what the cap was measured in, for the witness ("60000ms of virtual time").
 pub fn referee(events: &[SoakEvent], quorum: &Activity, within: &str) -> Vec<Violation> {
     let mut out = Vec::new();
     let activity = activity_of(events);
@@ -221,7 +227,7 @@ pub fn referee(events: &[SoakEvent], quorum: &Activity, within: &str) -> Vec<Vio
         ));
     }
     for e in events {
-        if matches!(e.kind, "stale-accept" | "error" | "fatal") {
+        if matches!(e.kind, "stale-accept" | "order-accept" | "error" | "fatal") {
             out.push(Violation::new(
                 "soak_referee",
                 format!(
@@ -263,12 +269,17 @@ pub struct Writer {
     pub env: Rc<dyn Env>,
     pub host: Rc<dyn SoakHost>,
     pub rng: RefCell<ChaCha8Rng>,
+    /// The fencesim probes' own dice, so rulvar's op mix draws the same numbers with or
+    /// without them.
+    pub probe_rng: RefCell<ChaCha8Rng>,
 }
 
 impl Writer {
     pub fn new(spec: WriterSpec, store: RecordedStore, env: Rc<dyn Env>, host: Rc<dyn SoakHost>) -> Writer {
         let blobs = store.transcripts();
-        let rng = rng(spec.seed, "workload", u64::from(spec.w) * 1000 + u64::from(spec.incarnation));
+        let stream = u64::from(spec.w) * 1000 + u64::from(spec.incarnation);
+        let probe_rng = rng(spec.seed, "soak-probes", stream);
+        let rng = rng(spec.seed, "workload", stream);
         Writer {
             surfaces: spec.surfaces,
             w: spec.w,
@@ -279,6 +290,7 @@ impl Writer {
             env,
             host,
             rng: RefCell::new(rng),
+            probe_rng: RefCell::new(probe_rng),
         }
     }
 
@@ -421,6 +433,9 @@ impl Writer {
                         self.log("accept", Some("append"), Some(epoch), Some(n));
                         counter += 1;
                         tail += 1;
+                        if self.surfaces == Surfaces::All {
+                            alive = self.order_probe(&lease, tail).await?;
+                        }
                     }
                     Try::Lease => {
                         self.log("fence-kick", Some("append"), Some(epoch), None);
@@ -497,8 +512,11 @@ impl Writer {
                 let r = format!("{SOAK_OTHER}/blob");
                 let bytes = json!({ "soak": { "nonce": n } }).to_string().into_bytes();
                 match self.attempt("cross-run", || self.blobs.put(&r, &bytes, Some(&lease))).await? {
-                    Try::Ok(()) => self.log("stale-accept", Some("cross-run"), Some(epoch), Some(n)),
+                    Try::Ok(()) => self.log("stale-accept", Some("cross-run"), Some(epoch), Some(n.clone())),
                     _ => self.log("live-cross-reject", None, Some(epoch), None),
+                }
+                if self.surfaces == Surfaces::All {
+                    self.cross_run_probes(&lease, &n).await?;
                 }
             }
         }
@@ -516,6 +534,70 @@ impl Writer {
             _ => {
                 self.log("fence-kick", Some("release"), Some(epoch), None);
                 return self.stale_sweep(&lease).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// fencesim addition: re-append at or below the tail this live lease just wrote (the
+    /// tail seq three times in four, else the one below it, when there is one) and expect
+    /// the A5 guard to refuse it. An accepted probe is reported (`order-accept`); the journal
+    /// then holds a non-increasing seq for `journal_equals_serial_history`. Returns whether
+    /// the lease is still alive.
+    async fn order_probe(&self, lease: &Lease, tail: u64) -> Result<bool, Fatal> {
+        let roll = self.probe_rng.borrow_mut().unit();
+        if roll >= 0.5 {
+            return Ok(true);
+        }
+        let epoch = lease.epoch.0;
+        let seq = if roll < 0.375 || tail < 2 { tail } else { tail - 1 };
+        let nonce = format!("order-w{}-e{epoch}-s{seq}", self.w);
+        let entry = Self::entry(seq, &nonce, epoch);
+        match self.attempt("order-probe", || self.store.append(SOAK_RUN, &entry, Some(lease))).await? {
+            Try::Order => self.log("order-reject", Some("append"), Some(epoch), None),
+            Try::Ok(()) => self.log("order-accept", Some("append"), Some(epoch), Some(nonce)),
+            Try::Lease => {
+                self.log("fence-kick", Some("order-probe"), Some(epoch), None);
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// fencesim addition: after rulvar's cross-run blob put, the other cross-run surfaces
+    /// under the same live lease of `soak-run`, each expected to be refused by the run-match
+    /// rule before it touches `soak-other`. An accepted one is reported (`stale-accept`).
+    async fn cross_run_probes(&self, lease: &Lease, nonce: &str) -> Result<(), Fatal> {
+        let epoch = lease.epoch.0;
+        let surfaces: [&'static str; 4] =
+            ["cross-run-append", "cross-run-meta", "cross-run-delete", "cross-run-blob-delete"];
+        for surface in surfaces {
+            let r = match surface {
+                "cross-run-append" => {
+                    let entry = Self::entry(1, nonce, epoch);
+                    self.attempt(surface, || self.store.append(SOAK_OTHER, &entry, Some(lease))).await?
+                }
+                "cross-run-meta" => {
+                    let mut meta = RunMeta::new(SOAK_OTHER, RunStatus::Running);
+                    meta.extra.insert("soak".into(), json!({ "nonce": nonce }));
+                    self.attempt(surface, || self.store.put_meta(&meta, Some(lease))).await?
+                }
+                "cross-run-delete" => {
+                    self.attempt(surface, || self.store.delete(SOAK_OTHER, Some(lease))).await?
+                }
+                _ => {
+                    let r = format!("{SOAK_OTHER}/blob");
+                    self.attempt(surface, || self.blobs.delete(&r, Some(lease))).await?
+                }
+            };
+            match r {
+                Try::Ok(()) => self.log("stale-accept", Some(surface), Some(epoch), Some(nonce.to_string())),
+                Try::Lease => self.log("live-cross-reject", Some(surface), Some(epoch), None),
+                Try::Order => self.log_msg(
+                    "error",
+                    Some(surface),
+                    "JournalOrderViolation where the run-match rule should reject first".into(),
+                ),
             }
         }
         Ok(())

@@ -674,7 +674,8 @@ fn grant_lasts_the_ttl(j: &Judged, out: &mut Vec<Violation>) {
 
 #[cfg(test)]
 mod tests {
-    //! The read and ttl properties shown able to fail on minimal histories.
+    //! The read, ttl, journal, meta and cross-run properties shown able to fail on minimal
+    //! histories.
 
     use serde_json::json;
     use store::{Epoch, JournalEntry, Lease, RunFilter, RunMeta, RunStatus};
@@ -712,8 +713,11 @@ mod tests {
     }
 
     fn judge(h: &History, ttl: Option<u64>, name: &str) -> Vec<Violation> {
-        let fin = FinalState::default();
-        let j = Judged::build(h, &fin, Expect { contiguous_seqs: false, ttl_ms: ttl });
+        judge_over(h, &FinalState::default(), ttl, name)
+    }
+
+    fn judge_over(h: &History, fin: &FinalState, ttl: Option<u64>, name: &str) -> Vec<Violation> {
+        let j = Judged::build(h, fin, Expect { contiguous_seqs: false, ttl_ms: ttl });
         let p = ALL.iter().find(|p| p.name == name).expect("property");
         let mut out = Vec::new();
         (p.check)(&j, &mut out);
@@ -773,5 +777,83 @@ mod tests {
         assert!(judge(&h, None, "grant_lasts_the_ttl").is_empty(), "no stated ttl: not judged");
         h.calls[0].applied.as_mut().unwrap().lease_row.as_mut().unwrap().expires_at = 350;
         assert_eq!(judge(&h, Some(300), "grant_lasts_the_ttl").len(), 1);
+    }
+
+    fn append(id: usize, seq: u64, tag: &str) -> (Call, String) {
+        let e = JournalEntry::new(seq, "soak", "ok", json!({ "tag": tag }));
+        let args = Args { seq: Some(seq), payload: Some(e.to_json()), ..Args::default() };
+        (call(id, OpKind::Append, args, Some(id), id + 1), e.to_json())
+    }
+
+    #[test]
+    fn an_append_at_the_tail_seq_is_caught() {
+        let mut h = History::default();
+        let mut fin = FinalState::default();
+        for (id, seq) in [(0, 1), (1, 2)] {
+            let (c, stored) = append(id, seq, &format!("a{id}"));
+            h.calls.push(c);
+            fin.entries.entry("r".into()).or_default().push(stored);
+        }
+        h.applied_count = 2;
+        assert!(judge_over(&h, &fin, None, "journal_equals_serial_history").is_empty());
+        // The store let a second entry at seq 2 in: stored and applied, so only the order is wrong.
+        let (c, stored) = append(2, 2, "dup");
+        h.calls.push(c);
+        fin.entries.entry("r".into()).or_default().push(stored);
+        h.applied_count = 3;
+        let v = judge_over(&h, &fin, None, "journal_equals_serial_history");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("seq 2 at position 3 follows seq 2"), "{}", v[0].witness);
+        assert_eq!(v[0].op, Some("append"));
+    }
+
+    #[test]
+    fn a_meta_write_under_another_runs_lease_is_caught_and_a_refused_one_is_not() {
+        let mut h = History::default();
+        let meta = RunMeta::new("other", RunStatus::Running);
+        let args = Args { payload: Some(meta.to_json()), ..Args::default() };
+        let mut c = call(0, OpKind::PutMeta, args, None, 0);
+        c.run_id = "other".into();
+        c.lease = Some(Lease { run_id: "r".into(), owner: "o".into(), epoch: Epoch(1) });
+        c.outcome = Outcome::Err { code: "lease_held".into(), message: "run mismatch".into() };
+        h.calls.push(c);
+        assert!(judge(&h, None, "no_cross_run_write").is_empty(), "refused: nothing to judge");
+        let c = &mut h.calls[0];
+        c.outcome = Outcome::Ok { detail: String::new() };
+        c.applied =
+            Some(Applied { order: 0, at_ns: 0, store_now_ms: 100, lease_row: None, site_epoch: None });
+        h.applied_count = 1;
+        let v = judge(&h, None, "no_cross_run_write");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(v[0].op, Some("put_meta"));
+    }
+
+    #[test]
+    fn a_delete_that_died_halfway_and_left_its_first_statement_is_caught() {
+        // One entry and a meta row applied; a delete whose node died in flight (not applied).
+        let mut h = History::default();
+        let mut fin = FinalState::default();
+        let (c, stored) = append(0, 1, "a");
+        h.calls.push(c);
+        let meta = RunMeta::new("r", RunStatus::Running);
+        let args = Args { payload: Some(meta.to_json()), ..Args::default() };
+        h.calls.push(call(1, OpKind::PutMeta, args, Some(1), 2));
+        let mut del = call(2, OpKind::Delete, Args::default(), None, 2);
+        del.outcome = Outcome::Unknown;
+        del.returned_ns = None;
+        del.seen_at = None;
+        h.calls.push(del);
+        h.applied_count = 2;
+        fin.meta.insert("r".into(), meta.to_json());
+        // A delete that is one transaction rolled back: everything is still there.
+        fin.entries.insert("r".into(), vec![stored]);
+        assert!(judge_over(&h, &fin, None, "journal_equals_serial_history").is_empty());
+        assert!(judge_over(&h, &fin, None, "meta_is_last_accepted").is_empty());
+        // Its entries statement survived the crash: the journal lost an applied append.
+        fin.entries.clear();
+        assert_eq!(judge_over(&h, &fin, None, "journal_equals_serial_history").len(), 1);
+        // And its meta statement too.
+        fin.meta.clear();
+        assert_eq!(judge_over(&h, &fin, None, "meta_is_last_accepted").len(), 1);
     }
 }
