@@ -539,18 +539,18 @@ impl Writer {
         Ok(())
     }
 
-    /// fencesim addition: re-append at or below the tail this live lease just wrote (the
-    /// tail seq three times in four, else the one below it, when there is one) and expect
+    /// fencesim addition: one append in eight, re-append at or below the tail this live lease
+    /// just wrote (the tail seq three times in four, else the one below it, when there is one) and expect
     /// the A5 guard to refuse it. An accepted probe is reported (`order-accept`); the journal
     /// then holds a non-increasing seq for `journal_equals_serial_history`. Returns whether
     /// the lease is still alive.
     async fn order_probe(&self, lease: &Lease, tail: u64) -> Result<bool, Fatal> {
         let roll = self.probe_rng.borrow_mut().unit();
-        if roll >= 0.5 {
+        if roll >= 0.125 {
             return Ok(true);
         }
         let epoch = lease.epoch.0;
-        let seq = if roll < 0.375 || tail < 2 { tail } else { tail - 1 };
+        let seq = if roll < 0.09375 || tail < 2 { tail } else { tail - 1 };
         let nonce = format!("order-w{}-e{epoch}-s{seq}", self.w);
         let entry = Self::entry(seq, &nonce, epoch);
         match self.attempt("order-probe", || self.store.append(SOAK_RUN, &entry, Some(lease))).await? {
@@ -564,14 +564,16 @@ impl Writer {
         Ok(true)
     }
 
-    /// fencesim addition: after rulvar's cross-run blob put, the other cross-run surfaces
-    /// under the same live lease of `soak-run`, each expected to be refused by the run-match
-    /// rule before it touches `soak-other`. An accepted one is reported (`stale-accept`).
+    /// fencesim addition: after rulvar's cross-run blob put, one of the other cross-run
+    /// surfaces (drawn from the probe stream) under the same live lease of `soak-run`,
+    /// expected to be refused by the run-match rule before it touches `soak-other`. An
+    /// accepted one is reported (`stale-accept`).
     async fn cross_run_probes(&self, lease: &Lease, nonce: &str) -> Result<(), Fatal> {
         let epoch = lease.epoch.0;
-        let surfaces: [&'static str; 4] =
+        let all: [&'static str; 4] =
             ["cross-run-append", "cross-run-meta", "cross-run-delete", "cross-run-blob-delete"];
-        for surface in surfaces {
+        let pick = (self.probe_rng.borrow_mut().unit() * 4.0) as usize;
+        for surface in [all[pick.min(3)]] {
             let r = match surface {
                 "cross-run-append" => {
                     let entry = Self::entry(1, nonce, epoch);

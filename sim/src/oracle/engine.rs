@@ -8,6 +8,9 @@
 //! zombie that has not yet noticed its loss) are the inherent at-least-once window of any
 //! lease: the repayment rules below judge only current holders.
 //!
+//! Only runs an engine actor started (a `Submitted` fact) are judged: the store-level actors
+//! (soak writers, tombstone tenants) write meta and journals by other rules.
+//!
 //! A run's generation starts at each applied journal delete of it: dispatch seqs, blobs
 //! and counters are judged within one generation.
 
@@ -117,6 +120,19 @@ pub const ALL: &[Property] = &[
     },
 ];
 
+/// The runs an engine actor started (a `Submitted` fact): the engine properties judge only
+/// these, never the store-level actors' runs (the soak's, the tombstone's).
+fn engine_runs<'h>(j: &Judged<'h>) -> std::collections::BTreeSet<&'h str> {
+    j.history
+        .facts
+        .iter()
+        .filter_map(|f| match &f.kind {
+            FactKind::Submitted { run_id, .. } => Some(run_id.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The position of a call in the apply order (`usize::MAX` when the store noted none).
 fn order(c: &Call) -> usize {
     c.applied.as_ref().map_or(usize::MAX, |a| a.order)
@@ -194,8 +210,9 @@ fn entry_of(c: &Call) -> Option<JournalEntry> {
 }
 
 fn segments_never_regress(j: &Judged, out: &mut Vec<Violation>) {
+    let runs = engine_runs(j);
     let mut last: BTreeMap<&str, (u64, &Call)> = BTreeMap::new();
-    for &c in &j.applied {
+    for &c in j.applied.iter().filter(|c| runs.contains(c.run_id.as_str())) {
         match c.op {
             OpKind::Delete => {
                 last.remove(c.run_id.as_str());
@@ -231,9 +248,10 @@ fn segments_never_regress(j: &Judged, out: &mut Vec<Violation>) {
 }
 
 fn every_boot_bumps_segments(j: &Judged, out: &mut Vec<Violation>) {
+    let runs = engine_runs(j);
     // Per run: the highest segments written so far, and the epoch of the last leased write.
     let mut seen: BTreeMap<&str, (u64, Option<u64>)> = BTreeMap::new();
-    for &c in &j.applied {
+    for &c in j.applied.iter().filter(|c| runs.contains(c.run_id.as_str())) {
         match c.op {
             OpKind::Delete => {
                 seen.remove(c.run_id.as_str());
@@ -266,8 +284,9 @@ fn every_boot_bumps_segments(j: &Judged, out: &mut Vec<Violation>) {
 }
 
 fn journal_never_behind_meta(j: &Judged, out: &mut Vec<Violation>) {
+    let runs = engine_runs(j);
     let mut journal: BTreeMap<&str, Vec<JournalEntry>> = BTreeMap::new();
-    for &c in &j.applied {
+    for &c in j.applied.iter().filter(|c| runs.contains(c.run_id.as_str())) {
         match c.op {
             OpKind::Delete => {
                 journal.remove(c.run_id.as_str());
@@ -307,9 +326,10 @@ fn journal_never_behind_meta(j: &Judged, out: &mut Vec<Violation>) {
 }
 
 fn settle_follows_segment_work(j: &Judged, out: &mut Vec<Violation>) {
+    let runs = engine_runs(j);
     // Per (run, epoch, owner): the last entry that lease appended.
     let mut last: BTreeMap<(&str, u64, &str), JournalEntry> = BTreeMap::new();
-    for &c in &j.applied {
+    for &c in j.applied.iter().filter(|c| runs.contains(c.run_id.as_str())) {
         let Some(l) = &c.lease else { continue };
         let key = (c.run_id.as_str(), l.epoch.0, l.owner.as_str());
         match c.op {
@@ -359,7 +379,8 @@ fn final_status(j: &Judged, run: &str) -> Option<RunStatus> {
 }
 
 fn no_stranded_run(j: &Judged, out: &mut Vec<Violation>) {
-    for run in j.fin.meta.keys() {
+    let runs = engine_runs(j);
+    for run in j.fin.meta.keys().filter(|r| runs.contains(r.as_str())) {
         let audit = classify(run, final_status(j, run), &final_entries(j, run));
         if audit.verdict == Verdict::Stranded {
             out.push(Violation {
@@ -562,8 +583,9 @@ fn settle_status(e: &JournalEntry) -> Option<RunStatus> {
 }
 
 fn one_ok_settle_per_completed_run(j: &Judged, out: &mut Vec<Violation>) {
+    let runs = engine_runs(j);
     const P: &str = "one_ok_settle_per_completed_run";
-    for run in j.fin.entries.keys() {
+    for run in j.fin.entries.keys().filter(|r| runs.contains(r.as_str())) {
         let entries = final_entries(j, run);
         let settles: Vec<(usize, RunStatus)> =
             entries.iter().enumerate().filter_map(|(i, e)| settle_status(e).map(|s| (i, s))).collect();
@@ -673,6 +695,7 @@ fn no_live_run_deleted(j: &Judged, out: &mut Vec<Violation>) {
 }
 
 fn non_replayable_terminal_reruns(j: &Judged, out: &mut Vec<Violation>) {
+    let runs = engine_runs(j);
     /// What one lease saw at its boot, and what it appended since.
     struct Tenure {
         must_rerun: Vec<String>,
@@ -680,7 +703,7 @@ fn non_replayable_terminal_reruns(j: &Judged, out: &mut Vec<Violation>) {
     }
     let mut journal: BTreeMap<&str, Vec<JournalEntry>> = BTreeMap::new();
     let mut tenures: BTreeMap<(&str, u64, &str), Tenure> = BTreeMap::new();
-    for &c in &j.applied {
+    for &c in j.applied.iter().filter(|c| runs.contains(c.run_id.as_str())) {
         if c.op == OpKind::Delete {
             journal.remove(c.run_id.as_str());
             continue;
@@ -895,6 +918,12 @@ mod tests {
     }
 
     impl H {
+        /// A history in which an engine host started run `r`.
+        fn engine_run() -> H {
+            let mut h = H::default();
+            h.fact(0, "host", FactKind::Submitted { run_id: "r".into(), workflow: "happy".into() });
+            h
+        }
         fn push(
             &mut self,
             node: u32,
@@ -1020,7 +1049,7 @@ mod tests {
 
     #[test]
     fn segments_regression_is_caught_and_a_bump_is_not() {
-        let mut h = H::default();
+        let mut h = H::engine_run();
         let a = h.acquire(0, "a", "r", 1);
         h.meta(0, Some(&a), "r", RunStatus::Running, 1);
         let b = h.acquire(1, "b", "r", 2);
@@ -1033,8 +1062,19 @@ mod tests {
     }
 
     #[test]
-    fn a_boot_that_does_not_bump_segments_is_caught() {
+    fn runs_no_engine_actor_started_are_not_judged() {
         let mut h = H::default();
+        let a = h.acquire(0, "a", "r", 1);
+        h.meta(0, Some(&a), "r", RunStatus::Running, 2);
+        h.meta(0, None, "r", RunStatus::Error, 1);
+        assert!(h.judge("segments_never_regress").is_empty(), "a store-level actor's run");
+        h.fact(0, "host", FactKind::Submitted { run_id: "r".into(), workflow: "happy".into() });
+        assert_eq!(h.judge("segments_never_regress").len(), 1);
+    }
+
+    #[test]
+    fn a_boot_that_does_not_bump_segments_is_caught() {
+        let mut h = H::engine_run();
         let a = h.acquire(0, "a", "r", 1);
         h.meta(0, Some(&a), "r", RunStatus::Running, 1);
         h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
@@ -1050,7 +1090,7 @@ mod tests {
 
     #[test]
     fn a_terminal_meta_over_live_work_is_caught() {
-        let mut h = H::default();
+        let mut h = H::engine_run();
         let a = h.acquire(0, "a", "r", 1);
         h.meta(0, Some(&a), "r", RunStatus::Running, 1);
         h.append(0, &a, "r", running(1));
@@ -1070,12 +1110,12 @@ mod tests {
 
     #[test]
     fn settles_are_one_per_status_change() {
-        let mut h = H::default();
+        let mut h = H::engine_run();
         let a = h.acquire(0, "a", "r", 1);
         h.append(0, &a, "r", settle(1, "suspended"));
         h.append(0, &a, "r", settle(2, "suspended"));
         assert_eq!(h.judge("one_ok_settle_per_completed_run").len(), 1, "two equal settles back to back");
-        let mut h = H::default();
+        let mut h = H::engine_run();
         let a = h.acquire(0, "a", "r", 1);
         h.append(0, &a, "r", settle(1, "ok"));
         h.append(0, &a, "r", running(2));
@@ -1083,7 +1123,7 @@ mod tests {
         h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
         let v = h.judge("one_ok_settle_per_completed_run");
         assert!(v.iter().any(|v| v.witness.contains("2 ok run_settle")), "{v:?}");
-        let mut h = H::default();
+        let mut h = H::engine_run();
         let a = h.acquire(0, "a", "r", 1);
         h.append(0, &a, "r", settle(1, "error"));
         h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
@@ -1096,7 +1136,7 @@ mod tests {
 
     #[test]
     fn checkpoint_regressions_and_regressed_boots_are_caught() {
-        let mut h = H::default();
+        let mut h = H::engine_run();
         let a = h.acquire(0, "a", "r", 1);
         h.append(0, &a, "r", running(1));
         h.pay(0, "a", "r", 1, 0);
@@ -1121,7 +1161,7 @@ mod tests {
 
     #[test]
     fn paying_a_completed_dispatch_is_caught_but_a_zombie_payment_is_not_judged() {
-        let mut h = H::default();
+        let mut h = H::engine_run();
         let a = h.acquire(0, "a", "r", 1);
         h.append(0, &a, "r", running(1));
         h.pay(0, "a", "r", 1, 0);
@@ -1139,19 +1179,19 @@ mod tests {
 
     #[test]
     fn deleting_a_run_another_holder_owns_is_caught() {
-        let mut h = H::default();
+        let mut h = H::engine_run();
         let r = h.acquire(0, "retention", "r", 1);
         h.delete(0, Some(&r), "r");
         assert!(h.judge("no_live_run_deleted").is_empty(), "the holder may delete its own run");
         // A host decision under no lease is out of scope.
-        let mut h = H::default();
+        let mut h = H::engine_run();
         let _r = h.acquire(0, "retention", "r", 1);
         h.now_ms += TTL; // the brief lease lapses
         let _host = h.acquire(1, "host", "r", 2);
         h.delete(0, None, "r");
         assert!(h.judge("no_live_run_deleted").is_empty(), "an unleased host delete");
         // The same delete made by a retention cascade that did not pass its brief lease on.
-        let mut h = H::default();
+        let mut h = H::engine_run();
         let _r = h.acquire(0, "retention", "r", 1);
         h.h.marks.push(crate::history::Mark {
             point: "worker.retention.after_acquire",
@@ -1170,7 +1210,7 @@ mod tests {
 
     #[test]
     fn a_wrong_settled_value_is_caught() {
-        let mut h = H::default();
+        let mut h = H::engine_run();
         h.fact(0, "a", FactKind::Submitted { run_id: "r".into(), workflow: "happy".into() });
         let good = json!({"one": "alpha", "two": "beta"}).to_string();
         h.fact(
@@ -1190,7 +1230,7 @@ mod tests {
 
     #[test]
     fn an_unsettled_run_after_the_heal_is_caught() {
-        let mut h = H::default();
+        let mut h = H::engine_run();
         let a = h.acquire(0, "a", "r", 1);
         h.meta(0, Some(&a), "r", RunStatus::Running, 1);
         assert!(h.judge("all_runs_settle_after_heal").is_empty(), "no heal phase: not judged");
