@@ -128,14 +128,7 @@ impl Scenario for Tombstone {
                 }
             }
             shared.stop.set(true);
-            for _ in 0..2000 {
-                let alive = world.alive.borrow().clone();
-                let done = shared.done.borrow().clone();
-                if alive.iter().zip(done.iter()).all(|(a, d)| !a || *d) {
-                    break;
-                }
-                madsim::time::sleep(Duration::from_millis(10)).await;
-            }
+            world.wait_for_nodes(&shared.done).await;
         })
     }
 

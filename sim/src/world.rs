@@ -168,6 +168,22 @@ impl WorldState {
             .collect()
     }
 
+    /// Wait (bounded, 20 s of virtual time) until every live node has reported done in
+    /// `done` (indexed by node): the end of a storm lets tenures finish instead of cutting them.
+    pub async fn wait_for_nodes(&self, done: &RefCell<Vec<bool>>) {
+        for _ in 0..2000 {
+            let finished = {
+                let alive = self.alive.borrow();
+                let done = done.borrow();
+                alive.iter().zip(done.iter()).all(|(a, d)| !a || *d)
+            };
+            if finished {
+                break;
+            }
+            madsim::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// Restart every dead node now (the heal).
     pub fn restart_all(&self) {
         let n = self.alive.borrow().len() as u32;

@@ -412,6 +412,22 @@ type DispatchKey = (String, usize, u64);
 /// One applied checkpoint save: (apply order, turns, made by the current holder).
 type Save = (usize, u32, bool);
 
+/// Grants, deletions and per-dispatch progress: what the payment properties read, built once
+/// per judged run (see [`Judged`]'s cache).
+pub(super) struct Dispatches {
+    life: Lifecycle,
+    prog: Progress,
+}
+
+fn dispatches<'a>(j: &'a Judged) -> (&'a Lifecycle, &'a Progress) {
+    let d = j.dispatches.get_or_init(|| {
+        let life = Lifecycle::build(j);
+        let prog = progress(j, &life);
+        Dispatches { life, prog }
+    });
+    (&d.life, &d.prog)
+}
+
 /// Per-dispatch durable progress: checkpoint saves and terminals, by apply order.
 struct Progress {
     saves: BTreeMap<DispatchKey, Vec<Save>>,
@@ -489,8 +505,7 @@ fn checkpoint_never_regresses(j: &Judged, out: &mut Vec<Violation>) {
         }
     }
     // (b) no current holder pays a turn a legitimate earlier save covered.
-    let life = Lifecycle::build(j);
-    let prog = progress(j, &life);
+    let (life, prog) = dispatches(j);
     for f in &j.history.facts {
         let FactKind::Paid { run_id, dispatch, turn, .. } = &f.kind else { continue };
         if life.current_owner(run_id, f).is_none() {
@@ -517,8 +532,7 @@ fn checkpoint_never_regresses(j: &Judged, out: &mut Vec<Violation>) {
 
 fn completed_dispatch_never_repaid(j: &Judged, out: &mut Vec<Violation>) {
     const P: &str = "completed_dispatch_never_repaid";
-    let life = Lifecycle::build(j);
-    let prog = progress(j, &life);
+    let (life, prog) = dispatches(j);
     let mut seen: BTreeMap<(String, usize, u64, u32, &'static str), &Fact> = BTreeMap::new();
     for f in &j.history.facts {
         let (run_id, dispatch, turn, what) = match &f.kind {

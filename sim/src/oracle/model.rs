@@ -34,6 +34,10 @@ pub struct Judged<'h> {
     pub expect: Expect,
     /// Mutations that took effect, in apply order.
     pub applied: Vec<&'h Call>,
+    /// The serial replay of `applied`, built once for every property that reads it.
+    replayed: std::cell::OnceCell<Replay<'h>>,
+    /// The engine properties' per-dispatch view, built once for those that read it.
+    pub(super) dispatches: std::cell::OnceCell<super::engine::Dispatches>,
 }
 
 impl<'h> Judged<'h> {
@@ -50,7 +54,19 @@ impl<'h> Judged<'h> {
             Some(a) => (a.at_ns, a.order, 0),
             None => (c.returned_ns.unwrap_or(u64::MAX), usize::MAX, c.id),
         });
-        Judged { history, fin, expect, applied }
+        Judged {
+            history,
+            fin,
+            expect,
+            applied,
+            replayed: std::cell::OnceCell::new(),
+            dispatches: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// Per-run model state after replaying every applied mutation (built on first use).
+    pub fn replay(&self) -> &Replay<'h> {
+        self.replayed.get_or_init(|| replay(&self.applied))
     }
 
     /// The instant a call took effect.
@@ -182,4 +198,35 @@ pub fn staleness(c: &Call, g: Option<&Grant>) -> Option<String> {
 /// True when the call ended in an error the caller saw.
 pub fn rejected(c: &Call) -> bool {
     matches!(c.outcome, Outcome::Err { .. })
+}
+
+/// Per-run model state after replaying every applied mutation in apply order.
+pub struct Replay<'h> {
+    pub journal: BTreeMap<String, Vec<&'h Call>>,
+    pub meta: BTreeMap<String, Vec<&'h Call>>,
+    pub blobs: BTreeMap<String, Vec<&'h Call>>,
+}
+
+fn replay<'h>(applied: &[&'h Call]) -> Replay<'h> {
+    let mut r = Replay { journal: BTreeMap::new(), meta: BTreeMap::new(), blobs: BTreeMap::new() };
+    for &c in applied {
+        match c.op {
+            OpKind::Append => r.journal.entry(c.run_id.clone()).or_default().push(c),
+            OpKind::PutMeta => r.meta.entry(c.run_id.clone()).or_default().push(c),
+            OpKind::Delete => {
+                r.journal.remove(&c.run_id);
+                r.meta.remove(&c.run_id);
+            }
+            OpKind::BlobPut | OpKind::BlobDelete => {
+                let key = c.args.blob_ref.clone().unwrap_or_default();
+                let v = r.blobs.entry(key).or_default();
+                if c.op == OpKind::BlobDelete {
+                    v.clear();
+                }
+                v.push(c);
+            }
+            _ => {}
+        }
+    }
+    r
 }

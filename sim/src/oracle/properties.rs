@@ -129,39 +129,8 @@ fn short(s: &str) -> String {
     }
 }
 
-/// Per-run model state after replaying every applied mutation in apply order.
-struct Replay<'h> {
-    journal: BTreeMap<String, Vec<&'h Call>>,
-    meta: BTreeMap<String, Vec<&'h Call>>,
-    blobs: BTreeMap<String, Vec<&'h Call>>,
-}
-
-fn replay<'h>(j: &Judged<'h>) -> Replay<'h> {
-    let mut r = Replay { journal: BTreeMap::new(), meta: BTreeMap::new(), blobs: BTreeMap::new() };
-    for &c in &j.applied {
-        match c.op {
-            OpKind::Append => r.journal.entry(c.run_id.clone()).or_default().push(c),
-            OpKind::PutMeta => r.meta.entry(c.run_id.clone()).or_default().push(c),
-            OpKind::Delete => {
-                r.journal.remove(&c.run_id);
-                r.meta.remove(&c.run_id);
-            }
-            OpKind::BlobPut | OpKind::BlobDelete => {
-                let key = c.args.blob_ref.clone().unwrap_or_default();
-                let v = r.blobs.entry(key).or_default();
-                if c.op == OpKind::BlobDelete {
-                    v.clear();
-                }
-                v.push(c);
-            }
-            _ => {}
-        }
-    }
-    r
-}
-
 fn journal_equals_serial_history(j: &Judged, out: &mut Vec<Violation>) {
-    let r = replay(j);
+    let r = j.replay();
     let mut runs: Vec<&String> = r.journal.keys().chain(j.fin.entries.keys()).collect();
     runs.sort();
     runs.dedup();
@@ -264,7 +233,7 @@ fn epoch_regressions(writes: &[&Call]) -> Option<(u64, u64, String, String, u64,
 }
 
 fn meta_is_last_accepted(j: &Judged, out: &mut Vec<Violation>) {
-    let r = replay(j);
+    let r = j.replay();
     let p = "meta_is_last_accepted";
     let mut runs: Vec<&String> = r.meta.keys().chain(j.fin.meta.keys()).collect();
     runs.sort();
@@ -300,7 +269,7 @@ fn meta_is_last_accepted(j: &Judged, out: &mut Vec<Violation>) {
 }
 
 fn blobs_replay_serial_history(j: &Judged, out: &mut Vec<Violation>) {
-    let r = replay(j);
+    let r = j.replay();
     let p = "blobs_replay_serial_history";
     let mut refs: Vec<&String> = r.blobs.keys().chain(j.fin.blobs.keys()).collect();
     refs.sort();
