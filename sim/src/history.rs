@@ -529,19 +529,18 @@ pub fn return_event(c: &Call) -> Option<Event> {
 
 /// "append soak-run seq=4", "acquire soak-run by soak-w1", ...
 pub fn describe_call(c: &Call) -> String {
-    let mut s = format!("{} {}", c.op.as_str(), c.run_id);
-    if let Some(seq) = c.args.seq {
-        s.push_str(&format!(" seq={seq}"));
-    }
-    if let Some(r) = &c.args.blob_ref {
-        s = format!("{} {}", c.op.as_str(), r);
+    use std::fmt::Write;
+    let mut s = String::with_capacity(48);
+    let _ = write!(s, "{} {}", c.op.as_str(), c.args.blob_ref.as_deref().unwrap_or(&c.run_id));
+    if let (Some(seq), None) = (c.args.seq, &c.args.blob_ref) {
+        let _ = write!(s, " seq={seq}");
     }
     if let Some(o) = &c.args.owner {
-        s.push_str(&format!(" by {o}"));
+        let _ = write!(s, " by {o}");
     }
     if let Some(l) = &c.lease {
         if l.run_id != c.run_id {
-            s.push_str(&format!(" (lease of {})", l.run_id));
+            let _ = write!(s, " (lease of {})", l.run_id);
         }
     }
     s

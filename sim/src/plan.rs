@@ -237,16 +237,18 @@ impl Plan {
                 self.knobs.nodes
             ));
         }
-        let mut t = BTreeMap::new();
+        let mut t = Vec::with_capacity(self.decisions.len());
         for d in &self.decisions {
             let p = FaultPoint::from_name(&d.point)
                 .ok_or_else(|| format!("the plan names an unknown fault point {:?}", d.point))?;
             if d.node >= self.knobs.nodes {
                 return Err(format!("the plan names node {} but the world has {}", d.node, self.knobs.nodes));
             }
-            t.insert((d.node, p, d.occurrence), d.action);
+            t.push(((d.node, p, d.occurrence), d.action));
         }
-        Ok(t)
+        // A bulk build from a sorted list; a repeated key keeps its last decision, as
+        // inserting one by one would.
+        Ok(t.into_iter().collect())
     }
 
     /// One-line summary for reports.

@@ -171,7 +171,14 @@ fault_points! {
 impl FaultPoint {
     /// Look a point up by its stable name.
     pub fn from_name(name: &str) -> Option<FaultPoint> {
-        FaultPoint::ALL.iter().copied().find(|p| p.name() == name)
+        // Plans name hundreds of decisions per run: a sorted index, built once.
+        static BY_NAME: std::sync::OnceLock<Vec<(&'static str, FaultPoint)>> = std::sync::OnceLock::new();
+        let index = BY_NAME.get_or_init(|| {
+            let mut v: Vec<_> = FaultPoint::ALL.iter().map(|p| (p.name(), *p)).collect();
+            v.sort_unstable();
+            v
+        });
+        index.binary_search_by(|(n, _)| (*n).cmp(name)).ok().map(|i| index[i].1)
     }
 }
 

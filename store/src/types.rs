@@ -161,7 +161,7 @@ impl RunMeta {
 
 /// One journal entry: the envelope fields the store and the engine model read, plus every
 /// other field in `extra`. `seq` is the only field a store may interpret.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct JournalEntry {
     pub seq: Seq,
     pub kind: String,
@@ -197,27 +197,15 @@ impl JournalEntry {
     }
 
     /// Decode an entry, refusing a seq that is not a finite non-negative integer within
-    /// [`SEQ_MAX`] with `InvalidInput`.
+    /// [`SEQ_MAX`] with `InvalidInput`. One pass over the text: the journal is decoded on
+    /// every load, so this does not build an intermediate `Value`.
     pub fn from_json(text: &str) -> Result<JournalEntry> {
-        let raw: Value = serde_json::from_str(text)
-            .map_err(|e| StoreError::InvalidInput { what: "journal entry", reason: e.to_string() })?;
-        Self::from_value(raw)
+        serde_json::from_str(text)
+            .map_err(|e| StoreError::InvalidInput { what: "journal entry", reason: e.to_string() })
     }
 
     /// As [`JournalEntry::from_json`], from an already parsed value.
     pub fn from_value(raw: Value) -> Result<JournalEntry> {
-        match raw.get("seq") {
-            Some(Value::Number(n)) if n.as_u64().is_some_and(|s| s <= SEQ_MAX) => {}
-            other => {
-                return Err(StoreError::InvalidInput {
-                    what: "journal entry seq",
-                    reason: format!(
-                        "seq must be a finite integer in 0..={SEQ_MAX}, got {}",
-                        other.map_or("nothing".to_string(), |v| v.to_string())
-                    ),
-                })
-            }
-        }
         serde_json::from_value(raw)
             .map_err(|e| StoreError::InvalidInput { what: "journal entry", reason: e.to_string() })
     }
@@ -230,6 +218,142 @@ impl JournalEntry {
             });
         }
         Ok(())
+    }
+}
+
+/// The entry decoder: the envelope fields by name, every other field into `extra` in
+/// arrival order. A repeated envelope field is refused, as serde's derive refuses it.
+impl<'de> Deserialize<'de> for JournalEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        d.deserialize_map(EntryVisitor)
+    }
+}
+
+struct EntryVisitor;
+
+impl<'de> serde::de::Visitor<'de> for EntryVisitor {
+    type Value = JournalEntry;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a journal entry object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<JournalEntry, A::Error> {
+        use serde::de::Error;
+        fn once<T, E: Error>(slot: &mut Option<T>, name: &'static str, v: T) -> std::result::Result<(), E> {
+            match slot.replace(v) {
+                Some(_) => Err(E::duplicate_field(name)),
+                None => Ok(()),
+            }
+        }
+        let (mut seq, mut kind, mut status, mut key, mut ref_seq, mut value) =
+            (None, None, None, None, None, None);
+        let mut extra = Map::new();
+        while let Some(field) = map.next_key::<EntryField>()? {
+            match field {
+                EntryField::Seq => once(&mut seq, "seq", map.next_value::<SeqField>()?.0)?,
+                EntryField::Kind => once(&mut kind, "kind", map.next_value::<String>()?)?,
+                EntryField::Status => once(&mut status, "status", map.next_value::<String>()?)?,
+                EntryField::Key => once(&mut key, "key", map.next_value::<String>()?)?,
+                EntryField::Ref => once(&mut ref_seq, "ref", map.next_value::<Option<Seq>>()?)?,
+                EntryField::Value => once(&mut value, "value", map.next_value::<Value>()?)?,
+                EntryField::Other(name) => {
+                    let v = map.next_value::<Value>()?;
+                    extra.insert(name, v);
+                }
+            }
+        }
+        Ok(JournalEntry {
+            seq: seq.ok_or_else(|| A::Error::missing_field("seq"))?,
+            kind: kind.ok_or_else(|| A::Error::missing_field("kind"))?,
+            status: status.ok_or_else(|| A::Error::missing_field("status"))?,
+            key: key.unwrap_or_default(),
+            ref_seq: ref_seq.flatten(),
+            value: value.unwrap_or_default(),
+            extra,
+        })
+    }
+}
+
+/// An entry's field name: the envelope fields without an allocation, any other by name.
+enum EntryField {
+    Seq,
+    Kind,
+    Status,
+    Key,
+    Ref,
+    Value,
+    Other(String),
+}
+
+impl<'de> Deserialize<'de> for EntryField {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = EntryField;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<EntryField, E> {
+                Ok(match v {
+                    "seq" => EntryField::Seq,
+                    "kind" => EntryField::Kind,
+                    "status" => EntryField::Status,
+                    "key" => EntryField::Key,
+                    "ref" => EntryField::Ref,
+                    "value" => EntryField::Value,
+                    other => EntryField::Other(other.to_string()),
+                })
+            }
+        }
+        d.deserialize_identifier(V)
+    }
+}
+
+/// A seq as decoded from stored or user text: an integer in `0..=SEQ_MAX`, nothing else.
+struct SeqField(Seq);
+
+impl<'de> Deserialize<'de> for SeqField {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        fn refuse<E: serde::de::Error>(got: impl fmt::Display) -> E {
+            E::custom(format_args!("seq must be a finite integer in 0..={SEQ_MAX}, got {got}"))
+        }
+        impl serde::de::Visitor<'_> for V {
+            type Value = SeqField;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "an integer seq in 0..={SEQ_MAX}")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<SeqField, E> {
+                if v <= SEQ_MAX {
+                    Ok(SeqField(Seq(v)))
+                } else {
+                    Err(refuse(v))
+                }
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<SeqField, E> {
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) => Err(refuse(v)),
+                }
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> std::result::Result<SeqField, E> {
+                Err(refuse(v))
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> std::result::Result<SeqField, E> {
+                Err(refuse(v))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<SeqField, E> {
+                Err(refuse(format_args!("{v:?}")))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<SeqField, E> {
+                Err(refuse("null"))
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 

@@ -157,6 +157,47 @@ fn out_of_range_ttl_is_a_config_error_before_the_database_file_exists() {
 }
 
 #[test]
+fn a_page_size_sqlite_cannot_use_is_a_config_error_before_the_database_file_exists() {
+    for bytes in [0, 256, 1000, 131_072, 4097] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("pages.db");
+        let env = Rc::new(ManualEnv::new(ManualClock::starting_at(0)));
+        let r = block_on(SqliteStore::open(SqliteOptions::new(&path).page_size(bytes), env));
+        assert!(
+            matches!(r, Err(StoreError::Config(_))),
+            "page size {bytes}: expected Config, got {:?}",
+            r.err()
+        );
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).expect("read dir").collect();
+        assert!(leftovers.is_empty(), "page size {bytes}: files were created: {leftovers:?}");
+    }
+}
+
+#[test]
+fn the_page_size_applies_to_a_new_file_only() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("pages.db");
+    let env = Rc::new(ManualEnv::new(ManualClock::starting_at(0)));
+    let page_size = |p: &Path| -> i64 {
+        rusqlite::Connection::open(p)
+            .expect("open")
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .expect("read")
+    };
+    let first =
+        block_on(SqliteStore::open(SqliteOptions::new(&path).page_size(1024), env.clone())).expect("open");
+    assert_eq!(page_size(&path), 1024);
+    // A second store asking for another size over the same file changes nothing.
+    let second =
+        block_on(SqliteStore::open(SqliteOptions::new(&path).page_size(8192), env.clone())).expect("open");
+    assert_eq!(page_size(&path), 1024);
+    drop((first, second));
+    let other = dir.path().join("default.db");
+    let _default = block_on(SqliteStore::open(SqliteOptions::new(&other), env)).expect("open");
+    assert_eq!(page_size(&other), 4096, "the default is SQLite's");
+}
+
+#[test]
 fn boundary_ttls_are_accepted() {
     for ttl in [1, 2_147_483_647] {
         let dir = tempfile::tempdir().expect("temp dir");
