@@ -343,7 +343,19 @@ pub struct Recorder {
 
 impl Default for Recorder {
     fn default() -> Recorder {
-        Recorder { inner: Rc::default(), clock: crate::env::now_ns, on_return: None }
+        Recorder {
+            inner: Rc::new(RefCell::new(History::sized())),
+            clock: crate::env::now_ns,
+            on_return: None,
+        }
+    }
+}
+
+impl History {
+    /// An empty history with room for a typical soak storm (about 400 calls and as many
+    /// timeline lines), so recording does not keep re-growing its vectors.
+    fn sized() -> History {
+        History { calls: Vec::with_capacity(512), events: Vec::with_capacity(512), ..History::default() }
     }
 }
 

@@ -168,9 +168,13 @@ impl Plan {
             })
             .collect();
 
+        // Streams are independent per (node, point), so visiting the points in name order
+        // yields the decisions already in the plan's sorted order.
+        let mut by_name = active.clone();
+        by_name.sort_unstable_by_key(|p| p.name());
         let mut decisions = Vec::new();
         for node in 0..knobs.nodes {
-            for point in &active {
+            for point in &by_name {
                 // One stream per (node, point): adding a point never reshuffles the others.
                 let mut r = rng(seed, point.name(), u64::from(node));
                 for occurrence in 1..=faults.occurrences {
@@ -209,7 +213,7 @@ impl Plan {
                 }
             }
         }
-        decisions.sort();
+        decisions.sort(); // one pass over an already sorted list
         Plan {
             scenario: scenario.to_string(),
             profile: profile.to_string(),
