@@ -335,7 +335,22 @@ pub fn run(scenario: &'static dyn Scenario, opts: &SweepOptions) -> SweepReport 
     } else {
         None
     };
-    let mut results: Vec<SeedResult> = Vec::with_capacity(total);
+    // Each seed's result is folded into the report as it arrives (only failures are kept),
+    // so a sweep's memory does not grow with its seed count.
+    let mut report = SweepReport {
+        scenario: scenario.name().to_string(),
+        profile: opts.profile.as_str().to_string(),
+        range: opts.range,
+        shards: opts.shard.into_iter().collect(),
+        seeds_run: 0,
+        failures: Vec::new(),
+        failures_per_property: BTreeMap::new(),
+        nondeterministic: Vec::new(),
+        seeds_per_sec: 0.0,
+        wall_ms: 0,
+        fault_points_hit: BTreeMap::new(),
+        goals_met: crate::oracle::goals::GOALS.iter().map(|g| (g.name.to_string(), 0)).collect(),
+    };
     std::thread::scope(|scope| {
         for _ in 0..opts.jobs.min(total.max(1)) {
             let tx = tx.clone();
@@ -358,17 +373,16 @@ pub fn run(scenario: &'static dyn Scenario, opts: &SweepOptions) -> SweepReport 
             });
         }
         drop(tx);
-        let mut failed = 0;
         for r in rx {
-            failed += usize::from(r.failure.is_some());
+            let done = report.seeds_run + 1;
+            let failed = report.failures.len() + usize::from(r.failure.is_some());
             match &bar {
                 Some(b) => {
                     b.inc(1);
                     b.set_message(format!("{failed} failed"));
                 }
                 None => {
-                    let done = results.len() + 1;
-                    if done % 100 == 0 || done == total {
+                    if done % 100 == 0 || done == total as u64 {
                         eprintln!(
                             "{} {}: {done}/{total} seeds, {failed} failed",
                             scenario.name(),
@@ -382,34 +396,32 @@ pub fn run(scenario: &'static dyn Scenario, opts: &SweepOptions) -> SweepReport 
                     eprintln!("FAIL seed={} [{}]: {}", f.seed, f.properties.join(", "), f.reproduce);
                 }
             }
-            results.push(r);
+            report.fold(r);
         }
     });
     if let Some(b) = bar {
         b.finish_and_clear();
     }
     let wall = started.elapsed();
-    results.sort_by_key(|r| r.seed);
-    let mut report = SweepReport {
-        scenario: scenario.name().to_string(),
-        profile: opts.profile.as_str().to_string(),
-        range: opts.range,
-        shards: opts.shard.into_iter().collect(),
-        seeds_run: results.len() as u64,
-        failures: Vec::new(),
-        failures_per_property: BTreeMap::new(),
-        nondeterministic: Vec::new(),
-        seeds_per_sec: results.len() as f64 / wall.as_secs_f64().max(1e-9),
-        wall_ms: wall.as_millis() as u64,
-        fault_points_hit: BTreeMap::new(),
-        goals_met: crate::oracle::goals::GOALS.iter().map(|g| (g.name.to_string(), 0)).collect(),
-    };
-    for r in results {
+    report.failures.sort_by_key(|f| f.seed);
+    report.nondeterministic.sort_unstable();
+    report.seeds_per_sec = report.seeds_run as f64 / wall.as_secs_f64().max(1e-9);
+    report.wall_ms = wall.as_millis() as u64;
+    report
+}
+
+impl SweepReport {
+    /// Add one seed's result to the totals.
+    fn fold(&mut self, r: SeedResult) {
+        self.seeds_run += 1;
         for g in &r.goals {
-            *report.goals_met.entry(g.clone()).or_default() += 1;
+            *self.goals_met.entry(g.clone()).or_default() += 1;
         }
         for (k, (reached, fired, crashed)) in &r.points {
-            let e = report.fault_points_hit.entry(k.clone()).or_default();
+            let e = match self.fault_points_hit.get_mut(k.as_str()) {
+                Some(e) => e,
+                None => self.fault_points_hit.entry(k.clone()).or_default(),
+            };
             e.reached += reached;
             e.fired += fired;
             e.crashed += crashed;
@@ -423,14 +435,13 @@ pub fn run(scenario: &'static dyn Scenario, opts: &SweepOptions) -> SweepReport 
             }
         }
         if r.nondeterministic {
-            report.nondeterministic.push(r.seed);
+            self.nondeterministic.push(r.seed);
         }
         if let Some(f) = r.failure {
             for p in &f.properties {
-                *report.failures_per_property.entry(p.clone()).or_default() += 1;
+                *self.failures_per_property.entry(p.clone()).or_default() += 1;
             }
-            report.failures.push(f);
+            self.failures.push(f);
         }
     }
-    report
 }
