@@ -112,6 +112,13 @@ pub const ALL: &[Property] = &[
         check: settled_value_matches_workflow,
     },
     Property {
+        name: "completed_run_did_its_work",
+        expectation: Expectation::Always,
+        claim: "A run that ends ok did all of its workflow's work: every step and agent op has a terminal entry, an ok one paid every provider turn and ran every tool turn of its dispatch at least once, and every await's suspension has its own journaled resolution.",
+        not_checked: "Exactly-once (repayment is completed_dispatch_never_repaid's); runs whose workflow the world does not know; runs that do not end ok.",
+        check: completed_run_did_its_work,
+    },
+    Property {
         name: "all_runs_settle_after_heal",
         expectation: Expectation::Eventually,
         claim: "After the heal (faults off, every node up, suspensions answered), every run with a meta row is terminal and consistent with its journal, and no journal is left without a meta row.",
@@ -869,6 +876,105 @@ fn settled_value_matches_workflow(j: &Judged, out: &mut Vec<Violation>) {
     }
 }
 
+fn completed_run_did_its_work(j: &Judged, out: &mut Vec<Violation>) {
+    use std::collections::BTreeSet;
+    use store::engine::Op;
+    let workflows = catalog_workflows();
+    let mut workflow_of: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut paid: BTreeSet<(&str, &str, u64, u32)> = BTreeSet::new();
+    let mut ran: BTreeSet<(&str, &str, u64, u32)> = BTreeSet::new();
+    for f in &j.history.facts {
+        match &f.kind {
+            FactKind::Submitted { run_id, workflow } => {
+                workflow_of.insert(run_id, workflow);
+            }
+            FactKind::Paid { run_id, op, dispatch, turn } => {
+                paid.insert((run_id, op, *dispatch, *turn));
+            }
+            FactKind::Tool { run_id, op, dispatch, turn } => {
+                ran.insert((run_id, op, *dispatch, *turn));
+            }
+            _ => {}
+        }
+    }
+    for (run, wf_name) in workflow_of {
+        if final_status(j, run) != Some(RunStatus::Ok) {
+            continue;
+        }
+        let Some(wf) = workflows.get(wf_name) else { continue };
+        let entries = final_entries(j, run);
+        let mut missing: Vec<String> = Vec::new();
+        for (index, op) in wf.ops.iter().enumerate() {
+            let key = op.journal_key(index);
+            match op {
+                Op::Step { name } | Op::Agent { name, .. } => {
+                    let kind = if matches!(op, Op::Step { .. }) { "step" } else { "agent" };
+                    let Some(terminal) = entries.iter().rev().find(|e| {
+                        e.key == key && e.kind == kind && e.status != "running" && e.ref_seq.is_some()
+                    }) else {
+                        missing.push(format!("{key} has no terminal entry"));
+                        continue;
+                    };
+                    // Only an ok terminal did all its turns (a `limit` stopped early by design).
+                    if terminal.status != "ok" {
+                        continue;
+                    }
+                    let dispatch = terminal.ref_seq.map_or(0, |s| s.0);
+                    let (provider_turns, tool_turns) = match op {
+                        // An agent that cannot end ok within a sane turn count is not judged.
+                        Op::Agent { tool_turns, .. } if *tool_turns > 1_000 => continue,
+                        Op::Agent { tool_turns, .. } => (Some(*tool_turns), *tool_turns),
+                        _ => (None, 1),
+                    };
+                    for turn in 0..=provider_turns.unwrap_or(0) {
+                        if provider_turns.is_some() && !paid.contains(&(run, name.as_str(), dispatch, turn)) {
+                            missing.push(format!(
+                                "{key}: provider turn {turn} of dispatch {dispatch} was never paid"
+                            ));
+                        }
+                    }
+                    for turn in 0..tool_turns {
+                        if !ran.contains(&(run, name.as_str(), dispatch, turn)) {
+                            missing.push(format!("{key}: tool turn {turn} of dispatch {dispatch} never ran"));
+                        }
+                    }
+                }
+                Op::Await { .. } => {
+                    let Some(suspension) = entries.iter().rev().find(|e| {
+                        e.key == key
+                            && matches!(e.kind.as_str(), "external" | "approval")
+                            && e.status == "suspended"
+                    }) else {
+                        missing.push(format!("{key} never suspended"));
+                        continue;
+                    };
+                    if !entries.iter().any(|e| e.kind == "resolution" && e.ref_seq == Some(suspension.seq)) {
+                        missing.push(format!(
+                            "{key}: the suspension at seq {} has no resolution",
+                            suspension.seq
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some(first) = missing.first() {
+            out.push(Violation {
+                property: "completed_run_did_its_work",
+                witness: format!(
+                    "run {run} ({wf_name}) ends ok but {first}{}",
+                    if missing.len() > 1 {
+                        format!(" (and {} more)", missing.len() - 1)
+                    } else {
+                        String::new()
+                    }
+                ),
+                op: None,
+                call: None,
+            });
+        }
+    }
+}
+
 fn all_runs_settle_after_heal(j: &Judged, out: &mut Vec<Violation>) {
     if !j.history.facts.iter().any(|f| f.kind == FactKind::Healed) {
         return;
@@ -1059,6 +1165,116 @@ mod tests {
         );
         e.key = "run-settle".into();
         e
+    }
+
+    /// A journal entry of op `key` (kind, status), referencing `of` when given.
+    fn op_entry(seq: u64, kind: &str, key: &str, status: &str, of: Option<u64>) -> JournalEntry {
+        let mut e = JournalEntry::new(seq, kind, status, json!("v"));
+        e.key = key.into();
+        e.ref_seq = of.map(store::Seq);
+        e
+    }
+
+    /// Run `r` of workflow `workflow` ending ok with `entries` as its final journal.
+    fn ended_ok(workflow: &str, entries: &[JournalEntry]) -> H {
+        let mut h = H::default();
+        h.fact(0, "host", FactKind::Submitted { run_id: "r".into(), workflow: workflow.into() });
+        h.fin.entries.insert("r".into(), entries.iter().map(JournalEntry::to_json).collect());
+        h.fin.meta.insert("r".into(), RunMeta::new("r", RunStatus::Ok).to_json());
+        h
+    }
+
+    fn paid(h: &mut H, op: &str, dispatch: u64, turn: u32) {
+        h.fact(0, "a", FactKind::Paid { run_id: "r".into(), op: op.into(), dispatch, turn });
+    }
+
+    fn tool(h: &mut H, op: &str, dispatch: u64, turn: u32) {
+        h.fact(0, "a", FactKind::Tool { run_id: "r".into(), op: op.into(), dispatch, turn });
+    }
+
+    #[test]
+    fn a_completed_run_missing_a_paid_turn_is_caught() {
+        let journal = [
+            op_entry(1, "agent", "op:0:one", "running", None),
+            op_entry(2, "agent", "op:0:one", "ok", Some(1)),
+            op_entry(3, "agent", "op:1:two", "running", None),
+            op_entry(4, "agent", "op:1:two", "ok", Some(3)),
+        ];
+        let mut h = ended_ok("happy", &journal);
+        paid(&mut h, "one", 1, 0);
+        assert_eq!(h.judge("completed_run_did_its_work").len(), 1, "op two was never paid");
+        paid(&mut h, "two", 3, 0);
+        assert!(h.judge("completed_run_did_its_work").is_empty());
+        // A run that does not end ok is not judged.
+        let mut h = ended_ok("happy", &journal[..2]);
+        h.fin.meta.insert("r".into(), RunMeta::new("r", RunStatus::Running).to_json());
+        assert!(h.judge("completed_run_did_its_work").is_empty());
+    }
+
+    #[test]
+    fn a_completed_run_whose_tool_turn_never_ran_is_caught() {
+        let journal = [
+            op_entry(1, "step", "op:0:fetch", "running", None),
+            op_entry(2, "step", "op:0:fetch", "ok", Some(1)),
+            op_entry(3, "agent", "op:1:research", "running", None),
+            op_entry(4, "agent", "op:1:research", "ok", Some(3)),
+            op_entry(5, "step", "op:2:publish", "running", None),
+            op_entry(6, "step", "op:2:publish", "ok", Some(5)),
+        ];
+        let mut h = ended_ok("pipeline", &journal);
+        tool(&mut h, "fetch", 1, 0);
+        tool(&mut h, "publish", 5, 0);
+        for turn in 0..=4 {
+            paid(&mut h, "research", 3, turn);
+        }
+        for turn in [0, 1, 3] {
+            tool(&mut h, "research", 3, turn);
+        }
+        let v = h.judge("completed_run_did_its_work");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("tool turn 2 of dispatch 3 never ran"), "{}", v[0].witness);
+        // The same turn run under an earlier dispatch does not count for this one.
+        tool(&mut h, "research", 1, 2);
+        assert_eq!(h.judge("completed_run_did_its_work").len(), 1);
+        tool(&mut h, "research", 3, 2);
+        assert!(h.judge("completed_run_did_its_work").is_empty());
+        // A step with no terminal at all is missing work.
+        let mut h = ended_ok("pipeline", &journal[..4]);
+        tool(&mut h, "fetch", 1, 0);
+        for turn in 0..=4 {
+            paid(&mut h, "research", 3, turn);
+            tool(&mut h, "research", 3, turn);
+        }
+        let v = h.judge("completed_run_did_its_work");
+        assert!(v.len() == 1 && v[0].witness.contains("op:2:publish has no terminal entry"), "{v:?}");
+    }
+
+    #[test]
+    fn a_completed_run_past_an_unresolved_suspension_is_caught() {
+        let mut journal = vec![
+            op_entry(1, "agent", "op:0:draft", "running", None),
+            op_entry(2, "agent", "op:0:draft", "ok", Some(1)),
+            op_entry(3, "external", "await:sign-off", "suspended", None),
+            op_entry(4, "agent", "op:2:publish", "running", None),
+            op_entry(5, "agent", "op:2:publish", "ok", Some(4)),
+        ];
+        let facts = |h: &mut H| {
+            paid(h, "draft", 1, 0);
+            paid(h, "publish", 4, 0);
+        };
+        let mut h = ended_ok("approval", &journal);
+        facts(&mut h);
+        let v = h.judge("completed_run_did_its_work");
+        assert!(v.len() == 1 && v[0].witness.contains("has no resolution"), "{v:?}");
+        // A resolution of another suspension does not count.
+        journal.push(op_entry(6, "resolution", "await:other", "ok", Some(99)));
+        let mut h = ended_ok("approval", &journal);
+        facts(&mut h);
+        assert_eq!(h.judge("completed_run_did_its_work").len(), 1);
+        journal.push(op_entry(7, "resolution", "await:sign-off", "ok", Some(3)));
+        let mut h = ended_ok("approval", &journal);
+        facts(&mut h);
+        assert!(h.judge("completed_run_did_its_work").is_empty());
     }
 
     #[test]
