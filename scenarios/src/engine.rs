@@ -421,7 +421,9 @@ async fn node_body(node: NodeCtx) {
 /// Prune one `ok` run's spent checkpoints under a brief lease (rulvar's `pruneRun` as an
 /// operator would run it). `false`: the process died.
 async fn prune_one(engine: &SimEngine, sink: &FactSink, r: &mut impl Draw) -> bool {
-    let filter = RunFilter { statuses: Some(vec![RunStatus::Ok]), ..RunFilter::default() };
+    // The singular `status` form, as an operator's script would write it (the worker's
+    // sweep uses `statuses`): a store must honour it exactly.
+    let filter = RunFilter { status: Some(RunStatus::Ok), ..RunFilter::default() };
     let Ok(metas) = engine.journal().list_runs(&filter).await else { return true };
     if metas.is_empty() {
         return true;
@@ -444,7 +446,7 @@ async fn prune_one(engine: &SimEngine, sink: &FactSink, r: &mut impl Draw) -> bo
 
 /// Answer every open suspension of every suspended run, offline. `false`: the process died.
 async fn resolve_open(engine: &SimEngine, sink: &FactSink) -> bool {
-    let filter = RunFilter { statuses: Some(vec![RunStatus::Suspended]), ..RunFilter::default() };
+    let filter = RunFilter { status: Some(RunStatus::Suspended), ..RunFilter::default() };
     let Ok(metas) = engine.journal().list_runs(&filter).await else { return true };
     for meta in metas {
         let Ok(entries) = engine.journal().load(&meta.run_id).await else { continue };

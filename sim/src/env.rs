@@ -84,6 +84,11 @@ impl Env for SimEnv {
     fn fault(&self, site: &FaultSite<'_>) -> Option<LocalFuture<'static, Result<(), Crash>>> {
         let w = &self.world;
         let point = site.point;
+        // Over the call budget every call hangs until the run ends (the node is frozen, its
+        // call's outcome stays unknown): the livelock stops here instead of filling memory.
+        if w.over_budget() {
+            return Some(Box::pin(std::future::pending()));
+        }
         if let Some(id) = current_call() {
             match point.moment() {
                 Moment::AfterCheck => w.recorder.checked(id, self.now_ms()),

@@ -305,6 +305,8 @@ pub struct Fact {
 /// The whole history of one run.
 #[derive(Default)]
 pub struct History {
+    /// Set when the run hit the world's call budget (a livelock): the witness in words.
+    pub exhausted: Option<String>,
     pub calls: Vec<Call>,
     pub events: Vec<Event>,
     pub applied_count: usize,

@@ -38,6 +38,12 @@ use crate::plan::{Action, FaultProfile, Knobs, Plan};
 use crate::recorded::{Caller, RecordedStore};
 use crate::seed::stream_key;
 
+/// The most store calls one run may make. A storm makes hundreds and the busiest engine
+/// scenario a few thousand; a system under test that livelocks (every call refused at once,
+/// so virtual time never advances) would otherwise grow its history until memory runs out.
+/// Reaching the budget freezes every node and ends the run, and the oracle reports it.
+pub const CALL_BUDGET: usize = 100_000;
+
 /// The page size of the world's database file (see the module header).
 pub const SIM_PAGE_SIZE: u32 = 1024;
 
@@ -106,6 +112,11 @@ pub struct WorldState {
     occurrences: RefCell<BTreeMap<(u32, FaultPoint), u32>>,
     observer: RefCell<Option<Connection>>,
     pub faults_on: Cell<bool>,
+    /// Set once the run has made [`CALL_BUDGET`] store calls: every later call hangs, and
+    /// the run ends (see `drive`).
+    pub exhausted: Cell<bool>,
+    exhausted_tx: RefCell<Option<futures::channel::oneshot::Sender<()>>>,
+    exhausted_rx: RefCell<Option<futures::channel::oneshot::Receiver<()>>>,
     pub incarnations: RefCell<Vec<u32>>,
     pub alive: RefCell<Vec<bool>>,
     pub node_ids: RefCell<Vec<madsim::task::NodeId>>,
@@ -135,6 +146,26 @@ impl WorldState {
             return None;
         }
         self.table.get(&(node, point, *n)).copied()
+    }
+
+    /// Whether the run is over its call budget; the first time, record why and wake `drive`.
+    pub fn over_budget(&self) -> bool {
+        if self.exhausted.get() {
+            return true;
+        }
+        let calls = self.recorder.inner.borrow().calls.len();
+        if calls < CALL_BUDGET {
+            return false;
+        }
+        self.exhausted.set(true);
+        self.recorder.inner.borrow_mut().exhausted = Some(format!(
+            "the run made {calls} store calls by t={:.3}s without reaching its end (virtual time stalled or the workload livelocked)",
+            now_ns() as f64 / 1e9
+        ));
+        if let Some(tx) = self.exhausted_tx.borrow_mut().take() {
+            let _ = tx.send(());
+        }
+        true
     }
 
     /// The run's lease row right now, read through the observer connection.
@@ -360,6 +391,7 @@ pub fn run(scenario: &'static dyn Scenario, profile: Profile, plan: Plan) -> Res
     let db_path = fresh_db_path(plan.seed);
     remove_db(&db_path);
     let (tx, rx) = mpsc::unbounded();
+    let (exhausted_tx, exhausted_rx) = futures::channel::oneshot::channel();
     let nodes = plan.knobs.nodes;
     let shared = scenario.shared(&plan);
     let world = Rc::new(WorldState {
@@ -372,6 +404,9 @@ pub fn run(scenario: &'static dyn Scenario, profile: Profile, plan: Plan) -> Res
         occurrences: RefCell::new(BTreeMap::new()),
         observer: RefCell::new(None),
         faults_on: Cell::new(true),
+        exhausted: Cell::new(false),
+        exhausted_tx: RefCell::new(Some(exhausted_tx)),
+        exhausted_rx: RefCell::new(Some(exhausted_rx)),
         incarnations: RefCell::new(vec![0; nodes as usize]),
         alive: RefCell::new(vec![true; nodes as usize]),
         node_ids: RefCell::new(Vec::new()),
@@ -413,7 +448,15 @@ async fn drive(scenario: &'static dyn Scenario, world: Rc<WorldState>) -> Result
         world.node_ids.borrow_mut().push(node.id());
     }
     madsim::task::spawn_local(world.clone().restart_loop());
-    scenario.supervise(world.clone()).await;
+    // The supervisor decides when the run ends, unless the call budget runs out first. The
+    // budget's wake-up is a channel, not a timer, so a normal run's schedule is untouched.
+    let exhausted = world.exhausted_rx.borrow_mut().take();
+    match exhausted {
+        Some(rx) => {
+            futures::future::select(Box::pin(scenario.supervise(world.clone())), rx).await;
+        }
+        None => scenario.supervise(world.clone()).await,
+    }
     world.faults_on.set(false);
     world.restart_tx.borrow_mut().take();
     world.kill_all();

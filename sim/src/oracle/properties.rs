@@ -66,6 +66,13 @@ pub const ALL: &[Property] = &[
         check: expiry_set_only_by_holder,
     },
     Property {
+        name: "run_ends_within_budget",
+        expectation: Expectation::Always,
+        claim: "The run reaches its end within the world's call budget (a livelock, where calls are refused at once and virtual time stops advancing, is a failure, not a hang).",
+        not_checked: "Busy loops that make no store call (they hang the run like any infinite loop).",
+        check: run_ends_within_budget,
+    },
+    Property {
         name: "every_boot_succeeds",
         expectation: Expectation::Always,
         claim: "Every store construction succeeds, however many processes boot over one fresh file at once.",
@@ -82,7 +89,7 @@ pub const ALL: &[Property] = &[
     Property {
         name: "reads_see_serial_history",
         expectation: Expectation::Always,
-        claim: "Every successful read (load, get_meta, list_runs, blob get and list) returns exactly the state the applied mutations had built when it returned; list_runs may over-match its filter but never drops a match.",
+        claim: "Every successful read (load, get_meta, list_runs, blob get and list) returns exactly the state the applied mutations had built when it returned; list_runs honours `status`, `name` and `tags`, may over-match a `statuses` filter (as the contract allows), and never drops a match.",
         not_checked: "Reads whose node died in flight; the order of list results.",
         check: reads_see_serial_history,
     },
@@ -430,6 +437,17 @@ fn expiry_set_only_by_holder(j: &Judged, out: &mut Vec<Violation>) {
     });
 }
 
+fn run_ends_within_budget(j: &Judged, out: &mut Vec<Violation>) {
+    if let Some(why) = &j.history.exhausted {
+        out.push(Violation {
+            property: "run_ends_within_budget",
+            witness: why.clone(),
+            op: None,
+            call: None,
+        });
+    }
+}
+
 fn every_boot_succeeds(j: &Judged, out: &mut Vec<Violation>) {
     for c in j.history.calls.iter().filter(|c| c.op == OpKind::Boot && rejected(c)) {
         out.push(Violation {
@@ -552,6 +570,17 @@ impl ReadModel {
                 (got != want).then(|| format!("listed {got:?} where {want:?} are durable"))
             }
             Read::Runs { filter, metas } => {
+                // The contract lets a `statuses` filter return a superset; `status` alone,
+                // `name` and `tags` must be honoured.
+                let strict = store::RunFilter {
+                    status: filter.status.filter(|_| filter.statuses.is_none()),
+                    statuses: None,
+                    name: filter.name.clone(),
+                    tags: filter.tags.clone(),
+                };
+                if let Some(m) = metas.iter().find(|m| !strict.matches(m)) {
+                    return Some(format!("listed run {} ({}) which the filter excludes", m.run_id, m.status));
+                }
                 for m in metas {
                     if self.meta.get(&m.run_id) != Some(m) {
                         return Some(format!(
@@ -717,7 +746,7 @@ mod tests {
     }
 
     #[test]
-    fn a_list_that_drops_a_matching_run_is_caught_and_over_matching_is_not() {
+    fn a_list_that_drops_a_match_or_breaks_a_strict_filter_is_caught() {
         let running = RunMeta::new("r", RunStatus::Running);
         let mut h = History::default();
         let args = Args { payload: Some(running.to_json()), ..Args::default() };
@@ -727,7 +756,13 @@ mod tests {
         let only_ok = RunFilter { status: Some(RunStatus::Ok), ..RunFilter::default() };
         list.read = Some(Read::Runs { filter: only_ok, metas: vec![running.clone()] });
         h.calls.push(list);
-        assert!(judge(&h, None, "reads_see_serial_history").is_empty(), "over-matching is allowed");
+        assert_eq!(judge(&h, None, "reads_see_serial_history").len(), 1, "status alone must be honoured");
+        let only_ok_of_many = RunFilter { statuses: Some(vec![RunStatus::Ok]), ..RunFilter::default() };
+        h.calls[1].read = Some(Read::Runs { filter: only_ok_of_many, metas: vec![running.clone()] });
+        assert!(judge(&h, None, "reads_see_serial_history").is_empty(), "statuses may over-match");
+        let named = RunFilter { name: Some("other".into()), ..RunFilter::default() };
+        h.calls[1].read = Some(Read::Runs { filter: named, metas: vec![running.clone()] });
+        assert_eq!(judge(&h, None, "reads_see_serial_history").len(), 1, "name must be honoured");
         h.calls[1].read = Some(Read::Runs { filter: RunFilter::resumable(), metas: vec![] });
         assert_eq!(judge(&h, None, "reads_see_serial_history").len(), 1);
     }
