@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use store::{Crash, Env, FaultSite, LocalFuture, Moment};
 
-use crate::history::{current_call, Event};
+use crate::history::{current_call, Event, LeaseRow};
 use crate::plan::{Action, ClockSpec};
 use crate::world::WorldState;
 
@@ -34,6 +34,10 @@ pub struct SimEnv {
     pub node: u32,
     pub clock: ClockSpec,
     pub world: Rc<WorldState>,
+    /// The node's own store, once constructed: after a commit the lease row is read through
+    /// the committing connection (whose cache holds what it just wrote) rather than through
+    /// the world's observer. Weak, because the store holds this environment.
+    pub own_store: std::cell::RefCell<Option<store::SqliteStoreRef>>,
 }
 
 impl SimEnv {
@@ -68,6 +72,19 @@ impl SimEnv {
     }
 }
 
+impl SimEnv {
+    /// The run's lease row as just committed: through the node's own connection when it can
+    /// (no other task runs between a commit and its after-commit point), else through the
+    /// world's observer. Both read the same committed database.
+    fn lease_row_after_commit(&self, run_id: &str) -> Option<LeaseRow> {
+        let own = self.own_store.borrow().as_ref().and_then(store::SqliteStoreRef::upgrade);
+        match own.map(|s| s.peek_lease_row(run_id)) {
+            Some(Ok(row)) => row.map(|(owner, epoch, expires_at)| LeaseRow { owner, epoch, expires_at }),
+            _ => self.world.observe_lease(run_id),
+        }
+    }
+}
+
 impl Env for SimEnv {
     fn now_ms(&self) -> i64 {
         SimEnv::clock_at(self.clock, now_ns())
@@ -93,7 +110,7 @@ impl Env for SimEnv {
             match point.moment() {
                 Moment::AfterCheck => w.recorder.checked(id, self.now_ms()),
                 Moment::AfterCommit => {
-                    let row = site.run_id.and_then(|r| w.observe_lease(r));
+                    let row = site.run_id.and_then(|r| self.lease_row_after_commit(r));
                     w.recorder.applied(id, now_ns(), self.now_ms(), row, site.epoch);
                 }
                 _ => {}
@@ -104,7 +121,7 @@ impl Env for SimEnv {
             w.recorder.mark(point.name(), self.node, incarnation, site.run_id.unwrap_or(""), site.epoch);
         }
         let action = w.decide(self.node, point);
-        w.recorder.point(point.name(), action.is_some(), matches!(action, Some(Action::Crash { .. })));
+        w.recorder.point(point, action.is_some(), matches!(action, Some(Action::Crash { .. })));
         let action = action?;
         w.recorder.event(Event {
             at_ns: now_ns(),

@@ -311,6 +311,9 @@ pub struct History {
     pub events: Vec<Event>,
     pub applied_count: usize,
     pub points: std::collections::BTreeMap<&'static str, PointStats>,
+    /// The same counts while the run is going, by `FaultPoint::index` (see
+    /// [`History::fold_points`]).
+    pub point_counts: Vec<PointStats>,
     pub facts: Vec<Fact>,
     /// Every engine-moment fault point reached, in order: where the engine stood, under
     /// which epoch, when (engine properties read the deletion cascades from these).
@@ -354,6 +357,20 @@ impl Default for Recorder {
 }
 
 impl History {
+    /// Move the per-index point counts into `points`, by name (the run's end does this).
+    pub fn fold_points(&mut self) {
+        for (i, st) in std::mem::take(&mut self.point_counts).into_iter().enumerate() {
+            if st.reached == 0 {
+                continue;
+            }
+            let Some(p) = store::FaultPoint::ALL.get(i) else { continue };
+            let e = self.points.entry(p.name()).or_default();
+            e.reached += st.reached;
+            e.fired += st.fired;
+            e.crashed += st.crashed;
+        }
+    }
+
     /// An empty history with room for a typical soak storm (about 400 calls and as many
     /// timeline lines), so recording does not keep re-growing its vectors.
     fn sized() -> History {
@@ -515,9 +532,13 @@ impl Recorder {
         h.marks.push(Mark { point, node, incarnation, run_id: run_id.to_string(), epoch, applied_before });
     }
 
-    pub fn point(&self, name: &'static str, fired: bool, crashed: bool) {
+    pub fn point(&self, point: store::FaultPoint, fired: bool, crashed: bool) {
         let mut h = self.inner.borrow_mut();
-        let s = h.points.entry(name).or_default();
+        let i = point.index();
+        if h.point_counts.len() <= i {
+            h.point_counts.resize(store::FaultPoint::ALL.len().max(i + 1), PointStats::default());
+        }
+        let s = &mut h.point_counts[i];
         s.reached += 1;
         s.fired += u64::from(fired);
         s.crashed += u64::from(crashed);

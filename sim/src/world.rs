@@ -109,7 +109,8 @@ pub struct WorldState {
     pub shared: Rc<dyn Any>,
     pub db_path: PathBuf,
     table: BTreeMap<(u32, FaultPoint, u32), Action>,
-    occurrences: RefCell<BTreeMap<(u32, FaultPoint), u32>>,
+    /// How often each node reached each point: `node * FaultPoint::ALL.len() + point.index()`.
+    occurrences: RefCell<Vec<u32>>,
     observer: RefCell<Option<Connection>>,
     pub faults_on: Cell<bool>,
     /// Set once the run has made [`CALL_BUDGET`] store calls: every later call hangs, and
@@ -140,7 +141,11 @@ impl WorldState {
             return None;
         }
         let mut occ = self.occurrences.borrow_mut();
-        let n = occ.entry((node, point)).or_insert(0);
+        let slot = node as usize * FaultPoint::ALL.len() + point.index();
+        if occ.len() <= slot {
+            occ.resize(slot + 1, 0);
+        }
+        let n = &mut occ[slot];
         *n += 1;
         if !self.faults_on.get() {
             return None;
@@ -401,7 +406,7 @@ pub fn run(scenario: &'static dyn Scenario, profile: Profile, plan: Plan) -> Res
         shared,
         db_path: db_path.clone(),
         table,
-        occurrences: RefCell::new(BTreeMap::new()),
+        occurrences: RefCell::new(vec![0; nodes as usize * FaultPoint::ALL.len()]),
         observer: RefCell::new(None),
         faults_on: Cell::new(true),
         exhausted: Cell::new(false),
@@ -422,6 +427,7 @@ pub fn run(scenario: &'static dyn Scenario, profile: Profile, plan: Plan) -> Res
     world.observer.borrow_mut().take();
     remove_db(&db_path);
     let (fin, end_ns) = result?;
+    world.recorder.inner.borrow_mut().fold_points();
     let (scenario_violations, table) = {
         let h = world.recorder.inner.borrow();
         (scenario.scenario_checks(&world, &h, &fin), scenario.table(&world, &h, &fin))
@@ -483,7 +489,12 @@ async fn drive(scenario: &'static dyn Scenario, world: Rc<WorldState>) -> Result
 async fn node_init(scenario: &'static dyn Scenario, index: u32) {
     let Some(world) = current_world() else { return };
     let incarnation = world.incarnations.borrow()[index as usize];
-    let env = Rc::new(SimEnv { node: index, clock: world.plan.clocks[index as usize], world: world.clone() });
+    let env = Rc::new(SimEnv {
+        node: index,
+        clock: world.plan.clocks[index as usize],
+        world: world.clone(),
+        own_store: RefCell::new(None),
+    });
     let caller = Caller { rec: world.recorder.clone(), node: index, incarnation };
     let options = SqliteOptions::new(&world.db_path)
         .ttl_ms(world.plan.knobs.ttl_ms as i64)
@@ -503,6 +514,7 @@ async fn node_init(scenario: &'static dyn Scenario, index: u32) {
         )
         .await;
     let Ok(store) = opened else { return };
+    *env.own_store.borrow_mut() = Some(store.downgrade());
     let store = RecordedStore { inner: store, caller };
     scenario.node_main(NodeCtx { index, incarnation, store, env, world }).await;
 }

@@ -38,6 +38,11 @@ macro_rules! fault_points {
                 match self { $( FaultPoint::$variant => $name, )* }
             }
 
+            /// The point's position in [`FaultPoint::ALL`] (for dense per-point tables).
+            pub fn index(self) -> usize {
+                self as usize
+            }
+
             /// What kind of moment the point is.
             pub fn moment(self) -> Moment {
                 match self { $( FaultPoint::$variant => Moment::$moment, )* }

@@ -31,5 +31,5 @@ pub use fault::{FaultPoint, Moment};
 pub use memory::{InMemoryStore, InMemoryTranscriptStore};
 pub use profile::{BootRetry, EngineThreading, FenceTxn, Profile, ProfileName, SettleFailurePolicy};
 pub use spi::{JournalStore, LeasableStore, MetaLookup, TranscriptStore};
-pub use sqlite::{SqliteOptions, SqliteStore, SqliteTranscripts, Synchronous};
+pub use sqlite::{SqliteOptions, SqliteStore, SqliteStoreRef, SqliteTranscripts, Synchronous};
 pub use types::{Epoch, JournalEntry, Lease, RunFilter, RunMeta, RunStatus, Seq};

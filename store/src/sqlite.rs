@@ -307,6 +307,20 @@ pub struct SqliteStore {
     inner: Rc<Inner>,
 }
 
+/// A handle on a [`SqliteStore`] that does not keep it (or its connection) alive: what an
+/// observer holds when the store itself holds the observer.
+#[derive(Clone)]
+pub struct SqliteStoreRef {
+    inner: std::rc::Weak<Inner>,
+}
+
+impl SqliteStoreRef {
+    /// The store, while it is alive.
+    pub fn upgrade(&self) -> Option<SqliteStore> {
+        self.inner.upgrade().map(|inner| SqliteStore { inner })
+    }
+}
+
 /// The transcript twin: blobs in the store's own database, fenced by the same lease rows.
 #[derive(Clone)]
 pub struct SqliteTranscripts {
@@ -379,12 +393,18 @@ impl SqliteStore {
         self.inner.ttl_ms
     }
 
+    /// A handle that does not keep this store alive (see [`SqliteStoreRef`]).
+    pub fn downgrade(&self) -> SqliteStoreRef {
+        SqliteStoreRef { inner: Rc::downgrade(&self.inner) }
+    }
+
     /// Observation only: the run's lease row `(owner, epoch, expires_at)` as this store's
     /// own connection sees it right now, including the writes of a transaction it has
-    /// open. A recorder calls it from the fault hook (the real-process recorder reads it at
-    /// the before-commit point, inside the transaction, so the row is exactly what the
-    /// commit will publish). It takes no lock and writes nothing; the store's operations
-    /// never call it.
+    /// open. A recorder calls it from the fault hook: the real-process recorder at the
+    /// before-commit point, inside the transaction, so the row is exactly what the commit
+    /// will publish; the simulator at the after-commit point, before anything else can run,
+    /// where the connection's own page cache still holds what it just wrote. It takes no
+    /// lock of the store and writes nothing; the store's operations never call it.
     pub fn peek_lease_row(&self, run_id: &str) -> Result<Option<(String, u64, i64)>> {
         self.inner
             .conn
@@ -415,20 +435,25 @@ async fn bootstrap(
     page_size: Option<u32>,
 ) -> Result<()> {
     let during = "schema bootstrap";
+    // Each statement stays prepared on the connection: a boot that meets the busy family is
+    // retried, and the retry re-runs the same statements (the same SQL, the same locks).
+    let run = |sql: &str| conn.prepare_cached(sql).and_then(|mut s| s.execute([])).map_err(map_sql(during));
     if let Some(bytes) = page_size {
         // Takes no lock and writes nothing: it only applies if this connection creates the file.
-        conn.execute_batch(&format!("PRAGMA page_size={bytes}")).map_err(map_sql(during))?;
+        run(&format!("PRAGMA page_size={bytes}"))?;
     }
-    conn.query_row("PRAGMA journal_mode=WAL", [], |_| Ok(())).map_err(map_sql(during))?;
-    conn.execute_batch(sync.pragma()).map_err(map_sql(during))?;
+    conn.prepare_cached("PRAGMA journal_mode=WAL")
+        .and_then(|mut s| s.query_row([], |_| Ok(())))
+        .map_err(map_sql(during))?;
+    run(sync.pragma())?;
     point(env, FaultPoint::SqliteBootAfterWal, None, None).await?;
     let tx = Tx::begin(conn, during)?;
     for sql in TABLES {
-        conn.execute_batch(sql).map_err(map_sql(during))?;
+        run(sql)?;
     }
     point(env, FaultPoint::SqliteBootSchema, None, None).await?;
     for sql in INDEXES {
-        conn.execute_batch(sql).map_err(map_sql(during))?;
+        run(sql)?;
     }
     point(env, FaultPoint::SqliteBootBeforeCommit, None, None).await?;
     tx.commit(during)

@@ -444,7 +444,16 @@ struct Progress {
 
 fn progress(j: &Judged, life: &Lifecycle) -> Progress {
     let mut p = Progress { saves: BTreeMap::new(), terminals: BTreeMap::new() };
+    // Dispatches exist only in runs an engine actor started; other runs' appends are not
+    // engine entries and are not decoded here.
+    let runs = engine_runs(j);
+    if runs.is_empty() {
+        return p;
+    }
     walk_grants(j, |c, g| {
+        if !runs.contains(c.run_id.as_str()) {
+            return;
+        }
         let o = order(c);
         match c.op {
             OpKind::BlobPut => {
