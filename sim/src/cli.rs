@@ -330,7 +330,9 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                 check_determinism: false,
                 progress: std::io::stderr().is_terminal(),
             };
+            let cpu_before = crate::real::clock::cpu_times();
             let report = sweep::run(scenario, &opts);
+            let cpu_s = crate::real::clock::cpu_times().since(&cpu_before).own_s;
             print!("{}", report.summary_table());
             let peak = std::fs::read_to_string("/proc/self/status")
                 .ok()
@@ -341,6 +343,15 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                 })
                 .unwrap_or_else(|| "unknown".into());
             println!("peak RSS of the {}-seed sweep: {peak}", report.seeds_run);
+            // The CPU the sweep used (both threads; the main one only collects results): on a
+            // machine other work shares, this shows the cost apart from the wait for a core.
+            if cpu_s > 0.0 && report.seeds_run > 0 {
+                println!(
+                    "CPU time of the sweep: {cpu_s:.2} s, {:.2} ms per seed ({:.1} seeds per CPU second)",
+                    cpu_s * 1000.0 / report.seeds_run as f64,
+                    report.seeds_run as f64 / cpu_s
+                );
+            }
             println!("{} seeds per second on one core: {:.1}", scenario.name(), report.seeds_per_sec);
             i32::from(!report.failures.is_empty())
         }

@@ -8,6 +8,11 @@
 //! the times that node reached that point (across restarts). A plan is printed in failure
 //! reports, saved with `--plan-out`, replayed with `--plan FILE`, and shrunk by removing
 //! decisions and reducing knobs.
+//!
+//! A plan derived from a seed can run before its decisions are written out: each
+//! (node, point) has its own stream, so the world draws a stream exactly as far as the run
+//! reaches that point (`LazyDecisions`), and `Plan::materialize` later writes out the same
+//! decisions in full. A sweep writes out only the plans of failing seeds.
 
 use std::collections::BTreeMap;
 
@@ -102,6 +107,119 @@ pub struct Plan {
     pub clocks: Vec<ClockSpec>,
     pub swarm: Swarm,
     pub decisions: Vec<Decision>,
+    /// A plan derived from its seed but not yet written out: the recipe its decisions are
+    /// drawn from, one (node, point) stream at a time (see [`Plan::generate_lazy`]). `None`
+    /// for a plan whose `decisions` are complete (every saved or loaded plan).
+    #[serde(skip)]
+    pub recipe: Option<Recipe>,
+}
+
+/// Everything the per-(node, point) decision streams of a derived plan depend on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recipe {
+    /// The active points, in name order.
+    pub active: Vec<FaultPoint>,
+    pub crash_points: Vec<FaultPoint>,
+    pub occurrences: u32,
+    pub stall_past_ttl_max_pct: u64,
+}
+
+impl Recipe {
+    /// The decision for `occurrence` of `point` on `node`, drawing from `r`, the (node, point)
+    /// stream, which must have drawn every earlier occurrence already.
+    fn draw(
+        &self,
+        plan: &Plan,
+        r: &mut rand_chacha::ChaCha8Rng,
+        node: u32,
+        point: FaultPoint,
+        occurrence: u32,
+    ) -> Option<Action> {
+        let sw = &plan.swarm;
+        let ttl_ms = plan.knobs.ttl_ms;
+        if !r.chance(sw.fire_per_mille) {
+            return None;
+        }
+        let action = if self.crash_points.contains(&point) && r.chance(sw.crash_per_mille) {
+            Action::Crash { restart_after_ms: r.between(20, 2 * ttl_ms) }
+        } else if r.chance(sw.stall_per_mille) {
+            if r.chance(sw.stall_past_ttl_per_mille) {
+                Action::Stall {
+                    ms: r.between(ttl_ms * 105 / 100, ttl_ms * self.stall_past_ttl_max_pct.max(106) / 100),
+                }
+            } else {
+                Action::Stall { ms: r.between(1, 20) }
+            }
+        } else {
+            Action::Yield
+        };
+        Some(match action {
+            Action::Stall { .. }
+                if matches!(point.moment(), store::Moment::Before | store::Moment::AfterCheck)
+                    && rng(plan.seed, "expiry-stall", stream_index(node, &point, occurrence))
+                        .chance(sw.expiry_stall_per_mille) =>
+            {
+                Action::StallToExpiry
+            }
+            other => other,
+        })
+    }
+}
+
+/// A derived plan's decisions, drawn as the run reaches each (node, point, occurrence):
+/// exactly the decisions [`Plan::materialize`] would write out, without drawing the
+/// occurrences the run never reaches.
+pub struct LazyDecisions {
+    plan: Plan,
+    recipe: Recipe,
+    /// Per `node * FaultPoint::ALL.len() + point.index()`: the stream and the next
+    /// occurrence it will draw (`None`: the point is not active, or not reached yet).
+    streams: std::cell::RefCell<Vec<Option<(rand_chacha::ChaCha8Rng, u32)>>>,
+    active: Vec<bool>,
+}
+
+impl LazyDecisions {
+    pub fn new(plan: &Plan, recipe: Recipe) -> LazyDecisions {
+        let mut active = vec![false; FaultPoint::ALL.len()];
+        for p in &recipe.active {
+            active[p.index()] = true;
+        }
+        let slots = plan.knobs.nodes as usize * FaultPoint::ALL.len();
+        LazyDecisions {
+            plan: Plan { decisions: Vec::new(), recipe: None, ..plan.clone() },
+            recipe,
+            streams: std::cell::RefCell::new((0..slots).map(|_| None).collect()),
+            active,
+        }
+    }
+
+    /// Whether no decision can ever fire (no active point, or nothing fires).
+    pub fn is_empty(&self) -> bool {
+        self.recipe.active.is_empty() || self.recipe.occurrences == 0 || self.plan.swarm.fire_per_mille == 0
+    }
+
+    /// The action for `occurrence` (counted from 1) of `point` on `node`. Occurrences must be
+    /// asked in increasing order per (node, point); skipped ones are drawn and discarded.
+    pub fn decide(&self, node: u32, point: FaultPoint, occurrence: u32) -> Option<Action> {
+        if !self.active[point.index()]
+            || occurrence > self.recipe.occurrences
+            || node >= self.plan.knobs.nodes
+        {
+            return None;
+        }
+        let mut streams = self.streams.borrow_mut();
+        let slot = &mut streams[node as usize * FaultPoint::ALL.len() + point.index()];
+        let (r, next) = slot.get_or_insert_with(|| (rng(self.plan.seed, point.name(), u64::from(node)), 1));
+        let mut out = None;
+        while *next <= occurrence {
+            let drawn = self.recipe.draw(&self.plan, r, node, point, *next);
+            if *next == occurrence {
+                out = drawn;
+            }
+            *next += 1;
+        }
+        out
+    }
 }
 
 /// What a scenario tells the generator about its fault emphasis.
@@ -145,8 +263,24 @@ impl FaultProfile {
 }
 
 impl Plan {
-    /// Derive the plan of `(scenario, profile, seed)` from the seed's fault stream.
+    /// Derive the plan of `(scenario, profile, seed)` from the seed's fault stream, with
+    /// every decision written out.
     pub fn generate(scenario: &str, profile: &str, seed: u64, knobs: Knobs, faults: &FaultProfile) -> Plan {
+        let mut plan = Plan::generate_lazy(scenario, profile, seed, knobs, faults);
+        plan.materialize();
+        plan
+    }
+
+    /// As [`Plan::generate`], but the decisions stay a recipe until [`Plan::materialize`]:
+    /// the world draws each (node, point) stream only as far as the run reaches it. The
+    /// decisions are the same either way.
+    pub fn generate_lazy(
+        scenario: &str,
+        profile: &str,
+        seed: u64,
+        knobs: Knobs,
+        faults: &FaultProfile,
+    ) -> Plan {
         let mut swarm_rng = rng(seed, "swarm", 0);
         let mut pick = |(lo, hi): (u32, u32)| swarm_rng.between(u64::from(lo), u64::from(hi)) as u32;
         let active_per_mille = pick(faults.active_per_mille);
@@ -168,52 +302,8 @@ impl Plan {
             })
             .collect();
 
-        // Streams are independent per (node, point), so visiting the points in name order
-        // yields the decisions already in the plan's sorted order.
         let mut by_name = active.clone();
         by_name.sort_unstable_by_key(|p| p.name());
-        let mut decisions = Vec::new();
-        for node in 0..knobs.nodes {
-            for point in &by_name {
-                // One stream per (node, point): adding a point never reshuffles the others.
-                let mut r = rng(seed, point.name(), u64::from(node));
-                for occurrence in 1..=faults.occurrences {
-                    if !r.chance(fire_per_mille) {
-                        continue;
-                    }
-                    let action = if faults.crash_points.contains(point) && r.chance(crash_per_mille) {
-                        Action::Crash { restart_after_ms: r.between(20, 2 * knobs.ttl_ms) }
-                    } else if r.chance(stall_per_mille) {
-                        if r.chance(stall_past_ttl_per_mille) {
-                            Action::Stall {
-                                ms: r.between(
-                                    knobs.ttl_ms * 105 / 100,
-                                    knobs.ttl_ms * faults.stall_past_ttl_max_pct.max(106) / 100,
-                                ),
-                            }
-                        } else {
-                            Action::Stall { ms: r.between(1, 20) }
-                        }
-                    } else {
-                        Action::Yield
-                    };
-                    let action = match action {
-                        Action::Stall { .. }
-                            if matches!(
-                                point.moment(),
-                                store::Moment::Before | store::Moment::AfterCheck
-                            ) && rng(seed, "expiry-stall", stream_index(node, point, occurrence))
-                                .chance(expiry_stall_per_mille) =>
-                        {
-                            Action::StallToExpiry
-                        }
-                        other => other,
-                    };
-                    decisions.push(Decision { node, point: point.name().to_string(), occurrence, action });
-                }
-            }
-        }
-        decisions.sort(); // one pass over an already sorted list
         Plan {
             scenario: scenario.to_string(),
             profile: profile.to_string(),
@@ -228,8 +318,40 @@ impl Plan {
                 crash_per_mille,
                 expiry_stall_per_mille,
             },
-            decisions,
+            decisions: Vec::new(),
+            recipe: Some(Recipe {
+                active: by_name,
+                crash_points: faults.crash_points.clone(),
+                occurrences: faults.occurrences,
+                stall_past_ttl_max_pct: faults.stall_past_ttl_max_pct,
+            }),
         }
+    }
+
+    /// Write out every decision of a derived plan (a no-op for a complete one).
+    pub fn materialize(&mut self) {
+        let Some(recipe) = self.recipe.take() else { return };
+        // Streams are independent per (node, point), so visiting the points in name order
+        // yields the decisions already in the plan's sorted order.
+        let mut decisions = Vec::new();
+        for node in 0..self.knobs.nodes {
+            for &point in &recipe.active {
+                // One stream per (node, point): adding a point never reshuffles the others.
+                let mut r = rng(self.seed, point.name(), u64::from(node));
+                for occurrence in 1..=recipe.occurrences {
+                    if let Some(action) = recipe.draw(self, &mut r, node, point, occurrence) {
+                        decisions.push(Decision {
+                            node,
+                            point: point.name().to_string(),
+                            occurrence,
+                            action,
+                        });
+                    }
+                }
+            }
+        }
+        decisions.sort(); // one pass over an already sorted list
+        self.decisions = decisions;
     }
 
     /// The decisions as a lookup table.
@@ -257,6 +379,16 @@ impl Plan {
 
     /// One-line summary for reports.
     pub fn summary(&self) -> String {
+        if self.recipe.is_some() {
+            return format!(
+                "{} nodes, ttl {}ms, size {}, fault decisions derived from the seed, not written out ({} active points, fire {}‰)",
+                self.knobs.nodes,
+                self.knobs.ttl_ms,
+                self.knobs.size,
+                self.swarm.active_points.len(),
+                self.swarm.fire_per_mille
+            );
+        }
         let crashes = self.decisions.iter().filter(|d| matches!(d.action, Action::Crash { .. })).count();
         let stalls = self
             .decisions
@@ -287,4 +419,58 @@ fn signed(r: &mut impl Draw, bound: i64) -> i64 {
         return 0;
     }
     r.between(0, 2 * bound as u64) as i64 - bound
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn faults() -> FaultProfile {
+        let points: Vec<FaultPoint> = FaultPoint::ALL.to_vec();
+        FaultProfile {
+            crash_points: points.iter().copied().step_by(3).collect(),
+            points,
+            active_per_mille: (300, 900),
+            fire_per_mille: (20, 200),
+            stall_per_mille: (200, 800),
+            stall_past_ttl_per_mille: (100, 600),
+            stall_past_ttl_max_pct: 160,
+            crash_per_mille: (50, 300),
+            occurrences: 40,
+            skew_ms_max: 20,
+            drift_ppm_max: 200,
+        }
+    }
+
+    #[test]
+    fn lazy_decisions_are_the_written_out_plan() {
+        for seed in 0..20 {
+            let knobs = Knobs { nodes: 3, ttl_ms: 250, size: 0, cap_ms: 1000 };
+            let lazy_plan = Plan::generate_lazy("s", "current", seed, knobs.clone(), &faults());
+            let full = Plan::generate("s", "current", seed, knobs, &faults());
+            assert!(
+                full.recipe.is_none() && !full.decisions.is_empty(),
+                "seed {seed}: a plan with decisions"
+            );
+            let table = full.table().expect("a valid plan");
+            let lazy = LazyDecisions::new(&lazy_plan, lazy_plan.recipe.clone().expect("a recipe"));
+            let mut drawn = BTreeMap::new();
+            for node in 0..3 {
+                for &point in FaultPoint::ALL {
+                    // Ask every other occurrence only: skipped ones must still be drawn.
+                    for occurrence in (1..=45).filter(|o| node == 0 || o % 2 == 1) {
+                        if let Some(a) = lazy.decide(node, point, occurrence) {
+                            drawn.insert((node, point, occurrence), a);
+                        }
+                    }
+                }
+            }
+            let want: BTreeMap<_, _> =
+                table.into_iter().filter(|((node, _, occ), _)| *node == 0 || occ % 2 == 1).collect();
+            assert_eq!(drawn, want, "seed {seed}");
+            let mut materialized = lazy_plan.clone();
+            materialized.materialize();
+            assert_eq!(materialized, full, "seed {seed}: materialize writes out the same plan");
+        }
+    }
 }

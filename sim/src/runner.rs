@@ -18,11 +18,18 @@ pub struct Outcome {
     pub report: RunReport,
 }
 
-/// The plan a seed derives.
+/// The plan a seed derives, every decision written out.
 pub fn plan_for(scenario: &dyn Scenario, profile: ProfileName, seed: u64) -> Plan {
+    let mut plan = lazy_plan_for(scenario, profile, seed);
+    plan.materialize();
+    plan
+}
+
+/// The plan a seed derives, its decisions left to be drawn as the run reaches them.
+fn lazy_plan_for(scenario: &dyn Scenario, profile: ProfileName, seed: u64) -> Plan {
     let knobs = scenario.knobs(seed);
     let faults = scenario.faults(&knobs);
-    Plan::generate(scenario.name(), profile.as_str(), seed, knobs, &faults)
+    Plan::generate_lazy(scenario.name(), profile.as_str(), seed, knobs, &faults)
 }
 
 /// Run and judge.
@@ -33,7 +40,31 @@ pub fn execute(
     plan: Option<Plan>,
     plan_file: Option<&str>,
 ) -> Result<Outcome, String> {
-    let plan = plan.unwrap_or_else(|| plan_for(scenario, profile, seed));
+    execute_with(scenario, profile, seed, plan, plan_file, true)
+}
+
+/// As [`execute`] for a sweep: a derived plan that passed is not written out (the sweep
+/// keeps nothing of a passing seed but its verdict, coverage and trace hash), so its report
+/// summarises the plan as derived. A failing seed's plan is always written out.
+pub fn execute_for_sweep(
+    scenario: &'static dyn Scenario,
+    profile: ProfileName,
+    seed: u64,
+) -> Result<Outcome, String> {
+    execute_with(scenario, profile, seed, None, None, false)
+}
+
+fn execute_with(
+    scenario: &'static dyn Scenario,
+    profile: ProfileName,
+    seed: u64,
+    plan: Option<Plan>,
+    plan_file: Option<&str>,
+    full_plan: bool,
+) -> Result<Outcome, String> {
+    // A derived plan runs from its recipe (the world draws only the occurrences the run
+    // reaches) and is written out afterwards when the report or a failure needs it.
+    let mut plan = plan.unwrap_or_else(|| lazy_plan_for(scenario, profile, seed));
     if plan.scenario != scenario.name() {
         return Err(format!("the plan is for scenario {:?}, not {:?}", plan.scenario, scenario.name()));
     }
@@ -44,6 +75,9 @@ pub fn execute(
         Expect { contiguous_seqs: scenario.contiguous_seqs(), ttl_ms: Some(plan.knobs.ttl_ms) },
     );
     violations.extend(out.scenario_violations.iter().cloned());
+    if full_plan || !violations.is_empty() {
+        plan.materialize();
+    }
     let report = RunReport {
         scenario: scenario.name().to_string(),
         profile: profile.as_str().to_string(),

@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use serde::{Deserialize, Serialize};
 use store::ProfileName;
 
-use crate::runner::execute;
+use crate::runner::execute_for_sweep;
 use crate::world::Scenario;
 
 /// `A..B`, B exclusive.
@@ -256,11 +256,11 @@ struct SeedResult {
 }
 
 fn run_seed(scenario: &'static dyn Scenario, opts: &SweepOptions, seed: u64) -> SeedResult {
-    match execute(scenario, opts.profile, seed, None, None) {
+    match execute_for_sweep(scenario, opts.profile, seed) {
         Ok(out) => {
             let mut nondeterministic = false;
             if opts.check_determinism {
-                if let Ok(again) = execute(scenario, opts.profile, seed, None, None) {
+                if let Ok(again) = execute_for_sweep(scenario, opts.profile, seed) {
                     nondeterministic = again.report.trace_hash != out.report.trace_hash;
                     if nondeterministic {
                         let a = crate::report::timeline(&out.history);

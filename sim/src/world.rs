@@ -109,6 +109,8 @@ pub struct WorldState {
     pub shared: Rc<dyn Any>,
     pub db_path: PathBuf,
     table: BTreeMap<(u32, FaultPoint, u32), Action>,
+    /// A derived plan's decisions, drawn as the run reaches them (instead of `table`).
+    lazy: Option<crate::plan::LazyDecisions>,
     /// How often each node reached each point: `node * FaultPoint::ALL.len() + point.index()`.
     occurrences: RefCell<Vec<u32>>,
     observer: RefCell<Option<Connection>>,
@@ -137,7 +139,7 @@ impl WorldState {
     /// The plan's action for the node's next occurrence of `point`, if any.
     pub fn decide(&self, node: u32, point: FaultPoint) -> Option<Action> {
         // A plan without decisions (a faultless run) never fires: skip the counting.
-        if self.table.is_empty() {
+        if self.table.is_empty() && self.lazy.as_ref().is_none_or(|l| l.is_empty()) {
             return None;
         }
         let mut occ = self.occurrences.borrow_mut();
@@ -145,12 +147,16 @@ impl WorldState {
         if occ.len() <= slot {
             occ.resize(slot + 1, 0);
         }
-        let n = &mut occ[slot];
-        *n += 1;
+        occ[slot] += 1;
+        let n = occ[slot];
+        drop(occ);
         if !self.faults_on.get() {
             return None;
         }
-        self.table.get(&(node, point, *n)).copied()
+        match &self.lazy {
+            Some(lazy) => lazy.decide(node, point, n),
+            None => self.table.get(&(node, point, n)).copied(),
+        }
     }
 
     /// Whether the run is over its call budget; the first time, record why and wake `drive`.
@@ -393,6 +399,7 @@ pub fn keep_db_of_next_run(path: Option<PathBuf>) {
 /// Run one (scenario, profile, plan). The database file is created fresh and removed.
 pub fn run(scenario: &'static dyn Scenario, profile: Profile, plan: Plan) -> Result<RunOutput, String> {
     let table = plan.table()?;
+    let lazy = plan.recipe.clone().map(|r| crate::plan::LazyDecisions::new(&plan, r));
     let db_path = fresh_db_path(plan.seed);
     remove_db(&db_path);
     let (tx, rx) = mpsc::unbounded();
@@ -406,6 +413,7 @@ pub fn run(scenario: &'static dyn Scenario, profile: Profile, plan: Plan) -> Res
         shared,
         db_path: db_path.clone(),
         table,
+        lazy,
         occurrences: RefCell::new(vec![0; nodes as usize * FaultPoint::ALL.len()]),
         observer: RefCell::new(None),
         faults_on: Cell::new(true),

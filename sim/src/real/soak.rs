@@ -416,6 +416,7 @@ pub fn sim_plan(scenario: &dyn Scenario, s: &SimStorm) -> Plan {
             expiry_stall_per_mille: 0,
         },
         decisions: Vec::new(),
+        recipe: None,
     }
 }
 
