@@ -379,6 +379,7 @@ async fn node_body(node: NodeCtx) {
                 if !meta.status.is_terminal() || sh.heal.get() {
                     continue;
                 }
+                sink.fact(FactKind::Resumed { run_id: spec.run_id.clone() });
                 let r = engine.resume(&spec.run_id, &spec.workflow, None).await;
                 if !sink.settled(&spec.run_id, "retry", &r) {
                     return;

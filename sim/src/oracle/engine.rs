@@ -112,6 +112,13 @@ pub const ALL: &[Property] = &[
         check: settled_value_matches_workflow,
     },
     Property {
+        name: "deleted_run_stays_deleted",
+        expectation: Expectation::Always,
+        claim: "After a run's journal delete applies, nothing writes the run again (journal, meta or blob) unless its host submitted or explicitly resumed it since: a deleted run is never resurrected by a worker or a stale holder.",
+        not_checked: "Runs no engine actor started; writes that were refused.",
+        check: deleted_run_stays_deleted,
+    },
+    Property {
         name: "completed_run_did_its_work",
         expectation: Expectation::Always,
         claim: "A run that ends ok did all of its workflow's work: every step and agent op has a terminal entry, an ok one paid every provider turn and ran every tool turn of its dispatch at least once, and every await's suspension has its own journaled resolution.",
@@ -885,6 +892,54 @@ fn settled_value_matches_workflow(j: &Judged, out: &mut Vec<Violation>) {
     }
 }
 
+fn deleted_run_stays_deleted(j: &Judged, out: &mut Vec<Violation>) {
+    let runs = engine_runs(j);
+    if runs.is_empty() {
+        return;
+    }
+    // When each run's host asked for it (a submission or an explicit resume), by apply count.
+    let mut intents: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for f in &j.history.facts {
+        if let FactKind::Submitted { run_id, .. } | FactKind::Resumed { run_id } = &f.kind {
+            intents.entry(run_id).or_default().push(f.applied_before);
+        }
+    }
+    let mut deleted: BTreeMap<&str, &Call> = BTreeMap::new();
+    for &c in &j.applied {
+        let run = c.run_id.as_str();
+        if !runs.contains(run) {
+            continue;
+        }
+        match c.op {
+            OpKind::Delete => {
+                deleted.insert(run, c);
+            }
+            OpKind::Append | OpKind::PutMeta | OpKind::BlobPut => {
+                let Some(&d) = deleted.get(run) else { continue };
+                let (after, at) = (order(d) + 1, order(c));
+                let asked = intents.get(run).is_some_and(|v| v.iter().any(|&a| a >= after && a <= at));
+                if !asked {
+                    out.push(Violation {
+                        property: "deleted_run_stays_deleted",
+                        witness: format!(
+                            "run {run} was deleted by {} at t={}; {}'s {} at t={} wrote it again with no submission or resume since",
+                            who(d),
+                            t(Judged::applied_ns(d)),
+                            who(c),
+                            c.op.as_str(),
+                            t(Judged::applied_ns(c))
+                        ),
+                        op: Some(c.op.as_str()),
+                        call: Some(c.id),
+                    });
+                }
+                deleted.remove(run);
+            }
+            _ => {}
+        }
+    }
+}
+
 fn completed_run_did_its_work(j: &Judged, out: &mut Vec<Violation>) {
     use std::collections::BTreeSet;
     use store::engine::Op;
@@ -1199,6 +1254,29 @@ mod tests {
 
     fn tool(h: &mut H, op: &str, dispatch: u64, turn: u32) {
         h.fact(0, "a", FactKind::Tool { run_id: "r".into(), op: op.into(), dispatch, turn });
+    }
+
+    #[test]
+    fn a_deleted_run_written_again_without_a_resume_is_caught() {
+        let mut h = H::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
+        h.delete(0, Some(&a), "r");
+        let b = h.acquire(1, "worker", "r", 2);
+        h.meta(1, Some(&b), "r", RunStatus::Running, 1);
+        let v = h.judge("deleted_run_stays_deleted");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("wrote it again with no submission or resume"), "{}", v[0].witness);
+
+        // The same writes after the host's explicit resume are the user's retry.
+        let mut h = H::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
+        h.delete(0, Some(&a), "r");
+        h.fact(2, "host", FactKind::Resumed { run_id: "r".into() });
+        let b = h.acquire(2, "host", "r", 2);
+        h.meta(2, Some(&b), "r", RunStatus::Running, 1);
+        assert!(h.judge("deleted_run_stays_deleted").is_empty());
     }
 
     #[test]
