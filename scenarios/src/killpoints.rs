@@ -32,7 +32,7 @@ use store::{
     StoreError,
 };
 
-use store::conformance::killpoints::is_run_settle as is_settle;
+use store::conformance::killpoints::{fatal_write, is_run_settle as is_settle};
 pub use store::conformance::killpoints::{KillRow as Row, Matcher, ROWS};
 
 /// The run a row plays.
@@ -81,11 +81,7 @@ struct KillSwitch {
 impl KillSwitch {
     /// `Some(before)` when this write is the one that kills.
     fn hit(&self, matches: bool) -> Option<bool> {
-        if !matches {
-            return None;
-        }
-        self.seen.set(self.seen.get() + 1);
-        (self.seen.get() == self.row.occurrence).then_some(self.row.before)
+        fatal_write(&self.seen, matches, self.row.occurrence, self.row.before)
     }
 
     async fn die(&self) -> ! {

@@ -10,51 +10,19 @@ use std::rc::Rc;
 
 use engine_support::*;
 use futures::executor::block_on;
-use serde_json::{json, Value};
-use store::engine::{Engine, EngineError, Workflow};
+use store::conformance::killpoints::KillRow;
+use store::engine::{Engine, EngineError};
 use store::{
     Env, InMemoryStore, InMemoryTranscriptStore, JournalStore, LeasableStore, ManualClock, ManualEnv,
     MetaLookup, Profile, RunStatus, SqliteOptions, SqliteStore, TranscriptStore,
 };
 
-struct Row {
-    wf: Workflow,
-    value: Value,
-    matcher: Matcher,
-    occurrence: u32,
-    before: bool,
-    child: (u32, u32),
-    resume: (u32, u32),
-    limits: usize,
+/// A row of the shared table (`store::conformance::killpoints::ROWS`), by name.
+fn row(name: &str) -> KillRow {
+    KillRow::find(name).unwrap_or_else(|| panic!("no kill-point row {name}"))
 }
 
-fn happy(matcher: Matcher, occurrence: u32, before: bool, child: (u32, u32), resume: (u32, u32)) -> Row {
-    Row {
-        wf: Workflow::happy(),
-        value: json!({"one": "alpha", "two": "beta"}),
-        matcher,
-        occurrence,
-        before,
-        child,
-        resume,
-        limits: 0,
-    }
-}
-
-fn limit(before: bool, resume: (u32, u32), limits: usize) -> Row {
-    Row {
-        wf: Workflow::limit(),
-        value: json!({"agentStatus": "limit"}),
-        matcher: Matcher::LimitTerminal,
-        occurrence: 1,
-        before,
-        child: (3, 2),
-        resume,
-        limits,
-    }
-}
-
-async fn play<J, T>(row: &Row, clock: &ManualClock, env: Rc<dyn Env>, child: (J, T), referee: (J, T))
+async fn play<J, T>(row: &KillRow, clock: &ManualClock, env: Rc<dyn Env>, child: (J, T), referee: (J, T))
 where
     J: JournalStore + LeasableStore + MetaLookup,
     T: TranscriptStore,
@@ -63,7 +31,7 @@ where
     let kill = KillStore::new(child.0, row.matcher, row.occurrence, row.before);
     let state = kill.state.clone();
     let engine = Engine::new(kill, child.1, child_world.clone(), env.clone(), Profile::current(), "child");
-    let err = engine.run("RUN", &row.wf).await.unwrap_err();
+    let err = engine.run("RUN", &row.workflow()).await.unwrap_err();
     assert_eq!(err, EngineError::Crashed { point: KILL_POINT }, "the child must die at the kill point");
     assert!(state.dead.get());
     assert_eq!((child_world.paid(), child_world.tools()), row.child, "child paid calls / tool runs");
@@ -71,9 +39,9 @@ where
     clock.advance(TTL + 1);
     let world = TestWorld::new();
     let referee = Engine::new(referee.0, referee.1, world.clone(), env, Profile::current(), "referee");
-    let out = referee.resume("RUN", &row.wf, None).await.unwrap();
+    let out = referee.resume("RUN", &row.workflow(), None).await.unwrap();
     assert_eq!(out.status, RunStatus::Ok);
-    assert_eq!(out.value.as_ref(), Some(&row.value));
+    assert_eq!(out.value.as_ref(), Some(&row.value()));
     assert_eq!(out.segment, 2);
     assert_eq!((world.paid(), world.tools()), row.resume, "resume paid calls / tool runs");
 
@@ -92,7 +60,7 @@ where
     referee.journal().acquire("RUN", "probe").await.unwrap();
 }
 
-fn on_memory(row: Row) {
+fn on_memory(row: KillRow) {
     let clock = ManualClock::starting_at(T0);
     let env: Rc<dyn Env> = Rc::new(ManualEnv::new(clock.clone()));
     let store = InMemoryStore::new(env.clone(), TTL).unwrap();
@@ -100,7 +68,7 @@ fn on_memory(row: Row) {
     block_on(play(&row, &clock, env, (store.clone(), blobs.clone()), (store, blobs)));
 }
 
-fn on_sqlite(row: Row) {
+fn on_sqlite(row: KillRow) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("kill.db");
     let clock = ManualClock::starting_at(T0);
@@ -128,14 +96,14 @@ macro_rules! rows {
 }
 
 rows! {
-    happy_running_before => happy(Matcher::Running, 2, true, (1, 0), (1, 0));
-    happy_running_after => happy(Matcher::Running, 2, false, (1, 0), (1, 0));
-    happy_ok_terminal_before => happy(Matcher::OkTerminal, 2, true, (2, 0), (1, 0));
-    happy_ok_terminal_after => happy(Matcher::OkTerminal, 2, false, (2, 0), (0, 0));
-    happy_settle_before => happy(Matcher::Settle, 1, true, (2, 0), (0, 0));
-    happy_settle_after => happy(Matcher::Settle, 1, false, (2, 0), (0, 0));
-    happy_meta_before => happy(Matcher::Meta, 1, true, (2, 0), (0, 0));
-    happy_meta_after => happy(Matcher::Meta, 1, false, (2, 0), (0, 0));
-    limit_terminal_before => limit(true, (1, 0), 1);
-    limit_terminal_after => limit(false, (3, 2), 2);
+    happy_running_before => row("happy-running-before");
+    happy_running_after => row("happy-running-after");
+    happy_ok_terminal_before => row("happy-ok-terminal-before");
+    happy_ok_terminal_after => row("happy-ok-terminal-after");
+    happy_settle_before => row("happy-settle-before");
+    happy_settle_after => row("happy-settle-after");
+    happy_meta_before => row("happy-meta-before");
+    happy_meta_after => row("happy-meta-after");
+    limit_terminal_before => row("limit-limit-terminal-before");
+    limit_terminal_after => row("limit-limit-terminal-after");
 }

@@ -62,11 +62,24 @@ struct Killable<S> {
 impl<S> Killable<S> {
     /// `Some(before)` when this matching write is the fatal one.
     fn hit(&self, matches: bool) -> Option<bool> {
-        if !matches {
-            return None;
+        store::conformance::killpoints::fatal_write(&self.seen, matches, self.row.occurrence, self.row.before)
+    }
+
+    /// Run `write`, dying before it when `hit` is `Some(true)` and after it (when it
+    /// succeeded) when `hit` is `Some(false)`.
+    async fn guarded<T>(
+        &self,
+        hit: Option<bool>,
+        write: impl std::future::Future<Output = store::Result<T>>,
+    ) -> store::Result<T> {
+        if hit == Some(true) {
+            return Err(self.die());
         }
-        self.seen.set(self.seen.get() + 1);
-        (self.seen.get() == self.row.occurrence).then_some(self.row.before)
+        let r = write.await?;
+        if hit == Some(false) {
+            return Err(self.die());
+        }
+        Ok(r)
     }
 
     fn die(&self) -> StoreError {
@@ -85,28 +98,14 @@ impl<S> Killable<S> {
 impl<S: JournalStore> JournalStore for Killable<S> {
     async fn append(&self, run_id: &str, entry: &JournalEntry, lease: Option<&Lease>) -> store::Result<()> {
         let hit = self.hit(self.row.matcher.entry(entry));
-        if hit == Some(true) {
-            return Err(self.die());
-        }
-        self.inner.append(run_id, entry, lease).await?;
-        if hit == Some(false) {
-            return Err(self.die());
-        }
-        Ok(())
+        self.guarded(hit, self.inner.append(run_id, entry, lease)).await
     }
     async fn load(&self, run_id: &str) -> store::Result<Vec<JournalEntry>> {
         self.inner.load(run_id).await
     }
     async fn put_meta(&self, meta: &RunMeta, lease: Option<&Lease>) -> store::Result<()> {
-        let hit = self.hit(self.row.matcher == Matcher::Meta && meta.status != RunStatus::Running);
-        if hit == Some(true) {
-            return Err(self.die());
-        }
-        self.inner.put_meta(meta, lease).await?;
-        if hit == Some(false) {
-            return Err(self.die());
-        }
-        Ok(())
+        let hit = self.hit(self.row.matcher.meta(meta));
+        self.guarded(hit, self.inner.put_meta(meta, lease)).await
     }
     async fn list_runs(&self, filter: &RunFilter) -> store::Result<Vec<RunMeta>> {
         self.inner.list_runs(filter).await

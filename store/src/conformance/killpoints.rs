@@ -56,6 +56,23 @@ impl Matcher {
     }
 }
 
+/// A kill switch's count: note one write (`matches`: it is a matching write) against a kill
+/// at the `occurrence`-th matching write, and answer `Some(before)` when this write is the
+/// fatal one (`before`: the process dies before the write is durable, else right after).
+/// Every harness that plays the table counts through this.
+pub fn fatal_write(
+    seen: &std::cell::Cell<u32>,
+    matches: bool,
+    occurrence: u32,
+    before: bool,
+) -> Option<bool> {
+    if !matches {
+        return None;
+    }
+    seen.set(seen.get() + 1);
+    (seen.get() == occurrence).then_some(before)
+}
+
 /// Whether `e` is a `run_settle` decision.
 pub fn is_run_settle(e: &JournalEntry) -> bool {
     e.kind == "decision"

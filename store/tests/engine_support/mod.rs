@@ -90,7 +90,7 @@ impl World for TestWorld {
     }
 }
 
-pub use store::conformance::killpoints::{is_run_settle as is_settle, Matcher};
+pub use store::conformance::killpoints::{fatal_write, is_run_settle as is_settle, Matcher};
 
 pub struct KillState {
     /// The kill write's matcher (`None`: a passthrough that never kills).
@@ -155,12 +155,7 @@ impl<S> KillStore<S> {
     }
     /// `Some(before)` when this matching write is the one that kills.
     fn hit(&self, matches: bool) -> Option<bool> {
-        if !matches {
-            return None;
-        }
-        let n = self.state.seen.get() + 1;
-        self.state.seen.set(n);
-        (n == self.state.occurrence).then_some(self.state.before)
+        fatal_write(&self.state.seen, matches, self.state.occurrence, self.state.before)
     }
     fn die(&self) -> StoreError {
         self.state.dead.set(true);
