@@ -120,24 +120,16 @@ where
                 }
             };
             fault_at(&self.engine.env, FaultPoint::WorkerSweepAfterAcquire, &run_id, Some(&lease)).await?;
-            let entries = match journal.load(&run_id).await {
-                Ok(e) => e,
-                Err(e) => {
-                    let e = EngineError::store(e);
-                    if matches!(e, EngineError::Crashed { .. }) {
-                        return Err(e);
-                    }
-                    release_quietly(journal, &lease).await?;
-                    report.errors.push((run_id, e));
-                    continue;
-                }
+            // Under the lease: the journal, and the run's meta as it reads now. rulvar's drive
+            // resolves the workflow through that meta: a run deleted since the listing
+            // (retention elsewhere) has none, and is refused instead of being booted again
+            // from its first op.
+            let read = async {
+                Ok::<_, StoreError>((journal.load(&run_id).await?, journal.get_meta(&run_id).await?))
             };
-            // rulvar's drive resolves the workflow through the run's meta as it reads it now,
-            // under the lease: a run deleted since the listing (retention elsewhere) has none,
-            // and is refused instead of being booted again from its first op.
-            match journal.get_meta(&run_id).await {
-                Ok(Some(_)) => {}
-                Ok(None) => {
+            let entries = match read.await {
+                Ok((entries, Some(_))) => entries,
+                Ok((_, None)) => {
                     release_quietly(journal, &lease).await?;
                     report.errors.push((
                         run_id.clone(),
@@ -154,7 +146,7 @@ where
                     report.errors.push((run_id, e));
                     continue;
                 }
-            }
+            };
             if meta.status == RunStatus::Suspended
                 && self.parked.borrow().get(&run_id) == Some(&(entries.len(), meta.genesis.clone()))
             {
