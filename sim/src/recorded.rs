@@ -56,6 +56,25 @@ impl Caller {
         self.call_read(op, run_id, lease, args, fut, detail, granted, |_| None).await
     }
 
+    /// Construct this node's `SqliteStore`, recorded as its `boot` call (the simulated and
+    /// the real writers boot the same way).
+    pub async fn boot(
+        &self,
+        options: store::SqliteOptions,
+        env: std::rc::Rc<dyn store::Env>,
+    ) -> Result<SqliteStore, StoreError> {
+        self.call(
+            OpKind::Boot,
+            "",
+            None,
+            Args::default(),
+            SqliteStore::open(options, env),
+            |_| String::new(),
+            |_| None,
+        )
+        .await
+    }
+
     /// As [`Caller::call`], also keeping what a successful read returned.
     #[allow(clippy::too_many_arguments)]
     pub async fn call_read<T, F>(

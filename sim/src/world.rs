@@ -30,10 +30,10 @@ use std::time::Duration;
 use futures::channel::mpsc;
 use futures::StreamExt;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
-use store::{FaultPoint, LocalFuture, Profile, SqliteOptions, SqliteStore, Synchronous};
+use store::{FaultPoint, LocalFuture, Profile, SqliteOptions, Synchronous};
 
 use crate::env::{now_ns, SimEnv};
-use crate::history::{Args, Event, History, LeaseRow, OpKind, Recorder};
+use crate::history::{Event, History, LeaseRow, Recorder};
 use crate::plan::{Action, FaultProfile, Knobs, Plan};
 use crate::recorded::{Caller, RecordedStore};
 use crate::seed::stream_key;
@@ -510,18 +510,7 @@ async fn node_init(scenario: &'static dyn Scenario, index: u32) {
         .synchronous(Synchronous::Off)
         .page_size(SIM_PAGE_SIZE);
     let env_dyn: Rc<dyn store::Env> = env.clone();
-    let opened = caller
-        .call(
-            OpKind::Boot,
-            "",
-            None,
-            Args::default(),
-            SqliteStore::open(options, env_dyn),
-            |_| String::new(),
-            |_| None,
-        )
-        .await;
-    let Ok(store) = opened else { return };
+    let Ok(store) = caller.boot(options, env_dyn).await else { return };
     *env.own_store.borrow_mut() = Some(store.downgrade());
     let store = RecordedStore { inner: store, caller };
     scenario.node_main(NodeCtx { index, incarnation, store, env, world }).await;

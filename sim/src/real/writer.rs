@@ -16,10 +16,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use store::{Env, ProfileName, SqliteOptions, SqliteStore};
+use store::{Env, ProfileName, SqliteOptions};
 
 use crate::actors::soak::{SoakEvent, SoakHost, Surfaces, Writer, WriterSpec};
-use crate::history::{Args, Call, OpKind, Recorder};
+use crate::history::{Call, Recorder};
 use crate::real::clock::mono_ns;
 use crate::real::env::RealEnv;
 use crate::real::files;
@@ -112,18 +112,7 @@ pub fn run(cfg: &WriterConfig) -> i32 {
         }
         let options = SqliteOptions::new(files::db_path(&cfg.dir)).ttl_ms(cfg.ttl_ms as i64).profile(profile);
         let env_dyn: Rc<dyn Env> = env.clone();
-        let opened = caller
-            .call(
-                OpKind::Boot,
-                "",
-                None,
-                Args::default(),
-                SqliteStore::open(options, env_dyn),
-                |_| String::new(),
-                |_| None,
-            )
-            .await;
-        let store = match opened {
+        let store = match caller.boot(options, env_dyn).await {
             Ok(s) => s,
             Err(e) => return fatal(format!("boot: {e}")),
         };
