@@ -257,6 +257,12 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                     println!();
                 }
                 print!("{}", failure_text(&out.report));
+                if !out.report.windows.is_empty() {
+                    println!("  at-least-once windows (superseded holders' work before they were told; not violations):");
+                    for w in &out.report.windows {
+                        println!("    {}", w.describe());
+                    }
+                }
             }
             i32::from(!out.report.passed)
         }
