@@ -61,9 +61,11 @@ fn lease_rows_are_last_live_grants(j: &Judged, out: &mut Vec<Violation>) {
         let row_after = c.applied.as_ref().and_then(|a| a.lease_row.clone());
         match c.op {
             OpKind::Acquire => {
-                let epoch = c.granted.as_ref().map(|l| l.epoch.0).or(c.applied.as_ref().and_then(|a| a.site_epoch));
+                let epoch =
+                    c.granted.as_ref().map(|l| l.epoch.0).or(c.applied.as_ref().and_then(|a| a.site_epoch));
                 if let Some(epoch) = epoch {
-                    let expires_at = row_after.as_ref().filter(|r| r.epoch == epoch).map_or(i64::MAX, |r| r.expires_at);
+                    let expires_at =
+                        row_after.as_ref().filter(|r| r.epoch == epoch).map_or(i64::MAX, |r| r.expires_at);
                     let owner = c.args.owner.clone().unwrap_or_default();
                     model.insert(c.run_id.clone(), (Some(LeaseRow { owner, epoch, expires_at }), c.id));
                 }
@@ -94,7 +96,12 @@ fn lease_rows_are_last_live_grants(j: &Judged, out: &mut Vec<Violation>) {
             continue;
         }
         let since = last.and_then(|id| j.history.calls.get(id)).map_or(String::new(), |c| {
-            format!(" (its last lease call: the {} of {} at t={})", describe_call(c), who(c), t(Judged::applied_ns(c)))
+            format!(
+                " (its last lease call: the {} of {} at t={})",
+                describe_call(c),
+                who(c),
+                t(Judged::applied_ns(c))
+            )
         });
         let mut v = Violation::new(
             "lease_rows_are_last_live_grants",
@@ -117,7 +124,8 @@ fn epochs_row_is_high_water(j: &Judged, out: &mut Vec<Violation>) {
     }
     let mut high: BTreeMap<&str, (u64, usize)> = BTreeMap::new();
     for c in j.applied.iter().filter(|c| c.op == OpKind::Acquire) {
-        let Some(e) = c.granted.as_ref().map(|g| g.epoch.0).or(c.applied.as_ref().and_then(|a| a.site_epoch)) else {
+        let Some(e) = c.granted.as_ref().map(|g| g.epoch.0).or(c.applied.as_ref().and_then(|a| a.site_epoch))
+        else {
             continue;
         };
         let h = high.entry(c.run_id.as_str()).or_insert((0, c.id));
@@ -185,7 +193,11 @@ fn schema_survives(j: &Judged, out: &mut Vec<Violation>) {
         out.push(
             Violation::new(
                 "schema_survives",
-                format!("n{} constructed its store at t={} but the database has no schema at the end", c.node, t(c.invoked_ns)),
+                format!(
+                    "n{} constructed its store at t={} but the database has no schema at the end",
+                    c.node,
+                    t(c.invoked_ns)
+                ),
             )
             .on(c.op, c.id),
         );

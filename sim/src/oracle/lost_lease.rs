@@ -51,7 +51,8 @@ impl<'h> Segments<'h> {
     fn build(j: &Judged<'h>) -> Segments<'h> {
         let mut grants: BTreeMap<&str, Vec<GrantAt>> = BTreeMap::new();
         for &c in j.applied.iter().filter(|c| c.op == OpKind::Acquire) {
-            let epoch = c.granted.as_ref().map(|g| g.epoch.0).or(c.applied.as_ref().and_then(|a| a.site_epoch));
+            let epoch =
+                c.granted.as_ref().map(|g| g.epoch.0).or(c.applied.as_ref().and_then(|a| a.site_epoch));
             let (Some(epoch), Some(a)) = (epoch, &c.applied) else { continue };
             grants.entry(c.run_id.as_str()).or_default().push(GrantAt {
                 order: a.order,
@@ -82,7 +83,10 @@ impl<'h> Segments<'h> {
     fn of(&self, run: &str, f: &Fact) -> Option<(&GrantAt, Option<&GrantAt>)> {
         let grants = self.grants.get(run)?;
         let i = grants.iter().rposition(|g| {
-            g.order < f.applied_before && g.owner == f.owner && g.node == f.node && g.incarnation == f.incarnation
+            g.order < f.applied_before
+                && g.owner == f.owner
+                && g.node == f.node
+                && g.incarnation == f.incarnation
         })?;
         let next = grants.get(i + 1).filter(|n| n.order < f.applied_before);
         Some((&grants[i], next))
@@ -92,7 +96,9 @@ impl<'h> Segments<'h> {
 fn work_of(f: &Fact) -> Option<(&str, &'static str, u64, u32)> {
     match &f.kind {
         FactKind::Paid { run_id, dispatch, turn, .. } => Some((run_id, "paid turn", *dispatch, *turn)),
-        FactKind::Tool { run_id, dispatch, turn, .. } => Some((run_id, "ran the tool of turn", *dispatch, *turn)),
+        FactKind::Tool { run_id, dispatch, turn, .. } => {
+            Some((run_id, "ran the tool of turn", *dispatch, *turn))
+        }
         _ => None,
     }
 }
@@ -220,7 +226,13 @@ mod tests {
             outcome: Outcome::Ok { detail: String::new() },
             granted: Some(lease),
             checked_now_ms: None,
-            applied: Some(Applied { order, at_ns: at_ms * MS, store_now_ms: 0, lease_row: None, site_epoch: None }),
+            applied: Some(Applied {
+                order,
+                at_ns: at_ms * MS,
+                store_now_ms: 0,
+                lease_row: None,
+                site_epoch: None,
+            }),
             seen_at: None,
             read: None,
             lease_grant: None,
@@ -259,7 +271,8 @@ mod tests {
     /// `a` holds epoch 1 from t=0; `b` takes over with epoch 2 at t=10; `a`'s renew is
     /// refused at t=20.
     fn takeover() -> History {
-        let calls = vec![acquire(0, "a", 0, 1, 0, 0), acquire(1, "b", 1, 2, 1, 10), refused_renew(2, "a", 0, 1, 20)];
+        let calls =
+            vec![acquire(0, "a", 0, 1, 0, 0), acquire(1, "b", 1, 2, 1, 10), refused_renew(2, "a", 0, 1, 20)];
         History { applied_count: 2, calls, ..History::default() }
     }
 

@@ -82,7 +82,11 @@ pub struct Expect {
 
 /// Every property: the store-level ones, the end-state ones, then the engine-level ones.
 pub fn all_properties() -> impl Iterator<Item = &'static Property> {
-    properties::ALL.iter().chain(end_state::ALL.iter()).chain(engine::ALL.iter()).chain(lost_lease::ALL.iter())
+    properties::ALL
+        .iter()
+        .chain(end_state::ALL.iter())
+        .chain(engine::ALL.iter())
+        .chain(lost_lease::ALL.iter())
 }
 
 /// Judge one run with every property (an engine property over a history without engine
