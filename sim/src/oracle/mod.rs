@@ -14,6 +14,7 @@ pub mod goals;
 pub mod lost_lease;
 pub mod model;
 pub mod properties;
+pub mod states;
 
 use serde::Serialize;
 
@@ -102,6 +103,8 @@ pub struct Assessment {
     pub goals: Vec<&'static str>,
     /// The superseded holders' at-least-once windows (reported, not judged).
     pub windows: Vec<lost_lease::Window>,
+    /// The abstract states the run reached (indices into [`states::universe`]).
+    pub states: Vec<u16>,
 }
 
 /// Judge one run, list the coverage goals it met, and measure its at-least-once windows.
@@ -111,5 +114,10 @@ pub fn assess(history: &History, fin: &FinalState, expect: Expect) -> Assessment
     for p in all_properties() {
         (p.check)(&judged, &mut out);
     }
-    Assessment { violations: out, goals: goals::met(&judged), windows: lost_lease::windows(&judged) }
+    Assessment {
+        violations: out,
+        goals: goals::met(&judged),
+        windows: lost_lease::windows(&judged),
+        states: states::reached(&judged),
+    }
 }
