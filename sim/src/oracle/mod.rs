@@ -14,6 +14,7 @@ pub mod goals;
 pub mod lost_lease;
 pub mod model;
 pub mod properties;
+pub mod settle_entry;
 pub mod states;
 
 use serde::Serialize;
@@ -88,6 +89,7 @@ pub fn all_properties() -> impl Iterator<Item = &'static Property> {
         .chain(end_state::ALL.iter())
         .chain(engine::ALL.iter())
         .chain(lost_lease::ALL.iter())
+        .chain(settle_entry::ALL.iter())
 }
 
 /// Judge one run with every property (an engine property over a history without engine
