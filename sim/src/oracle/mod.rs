@@ -16,6 +16,7 @@ pub mod model;
 pub mod properties;
 pub mod settle_entry;
 pub mod states;
+pub mod threading;
 
 use serde::Serialize;
 
@@ -90,6 +91,7 @@ pub fn all_properties() -> impl Iterator<Item = &'static Property> {
         .chain(engine::ALL.iter())
         .chain(lost_lease::ALL.iter())
         .chain(settle_entry::ALL.iter())
+        .chain(threading::ALL.iter())
 }
 
 /// Judge one run with every property (an engine property over a history without engine
