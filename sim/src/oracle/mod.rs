@@ -8,6 +8,7 @@
 //! the journal shows no inversion, and a stale renew or release, which leave no trace in
 //! any writer's report.
 
+pub mod eligibility;
 pub mod end_state;
 pub mod engine;
 pub mod goals;
@@ -92,6 +93,7 @@ pub fn all_properties() -> impl Iterator<Item = &'static Property> {
         .chain(lost_lease::ALL.iter())
         .chain(settle_entry::ALL.iter())
         .chain(threading::ALL.iter())
+        .chain(eligibility::ALL.iter())
 }
 
 /// Judge one run with every property (an engine property over a history without engine

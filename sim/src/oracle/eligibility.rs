@@ -1,0 +1,277 @@
+//! Deletion and pruning eligibility. Retention deletes only runs whose meta is terminal,
+//! never a running or suspended run, whether or not anyone holds it (engine-model.md 5.4);
+//! `pruneRun` deletes only the checkpoints of `ok` agent terminals that no other entry
+//! mentions (engine-model.md 6.2). Both are judged from the apply-ordered history against
+//! the oracle's own replay of each run's journal and meta, read as plain JSON.
+//!
+//! Only deletions an engine identity made are judged (`args.actor`, recorded by
+//! `history::under_actor`); a checkpoint delete followed by the same identity's journal
+//! delete of the run under the same lease is part of a deletion cascade, judged by the run's
+//! status, not as a prune.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::model::{t, Judged};
+use super::{Expectation, Property, Violation};
+use crate::history::{describe_call, Call, OpKind};
+
+pub const ALL: &[Property] = &[
+    Property {
+        name: "only_terminal_runs_deleted",
+        expectation: Expectation::Always,
+        claim: "A run deletion made by an engine identity (retention, a deletion cascade) applies only while the run's meta is terminal: a running or suspended run is never deleted.",
+        not_checked: "Deletions by actors that do not say who they are (host decisions of store-level actors); the scenario's own retention rule beyond terminality.",
+        check: only_terminal_runs_deleted,
+    },
+    Property {
+        name: "prune_only_spent_checkpoints",
+        expectation: Expectation::Always,
+        claim: "A checkpoint an engine identity deletes outside a deletion cascade belongs to an ok agent terminal in the run's journal (the checkpoint of its running entry) and no other entry mentions it.",
+        not_checked: "Blobs that are not checkpoints (`<run>/ckpt/<seq>`); deletions by actors that do not say who they are.",
+        check: prune_only_spent_checkpoints,
+    },
+];
+
+const TERMINAL: [&str; 4] = ["ok", "error", "cancelled", "exhausted"];
+
+fn payload(c: &Call) -> Option<Value> {
+    serde_json::from_str(c.args.payload.as_deref()?).ok()
+}
+
+/// The running seq a checkpoint ref names: `<run>/ckpt/<seq>`.
+fn checkpoint_seq(blob_ref: &str, run: &str) -> Option<u64> {
+    blob_ref.strip_prefix(run)?.strip_prefix("/ckpt/")?.parse().ok()
+}
+
+/// Each run's journal (entries as JSON) and meta status, replayed in apply order; `visit`
+/// sees the state before each applied call.
+fn replay<'h>(j: &Judged<'h>, mut visit: impl FnMut(usize, &'h Call, &[Value], Option<&str>)) {
+    let mut journal: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
+    let mut status: BTreeMap<&str, String> = BTreeMap::new();
+    for (i, &c) in j.applied.iter().enumerate() {
+        let run = c.run_id.as_str();
+        visit(i, c, journal.get(run).map_or(&[], |v| v.as_slice()), status.get(run).map(String::as_str));
+        match c.op {
+            OpKind::Append => {
+                if let Some(v) = payload(c) {
+                    journal.entry(run).or_default().push(v);
+                }
+            }
+            OpKind::PutMeta => {
+                if let Some(s) =
+                    payload(c).and_then(|v| v.get("status").and_then(Value::as_str).map(str::to_string))
+                {
+                    status.insert(run, s);
+                }
+            }
+            OpKind::Delete => {
+                journal.remove(run);
+                status.remove(run);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn only_terminal_runs_deleted(j: &Judged, out: &mut Vec<Violation>) {
+    replay(j, |_, c, journal, status| {
+        if c.op != OpKind::Delete || c.args.actor.is_none() {
+            return;
+        }
+        if status.is_none() && journal.is_empty() {
+            return; // nothing to delete
+        }
+        if status.is_some_and(|s| TERMINAL.contains(&s)) {
+            return;
+        }
+        out.push(
+            Violation::new(
+                "only_terminal_runs_deleted",
+                format!(
+                    "n{} ({})'s {} took effect at t={} while the run's meta was {} ({} journal entries)",
+                    c.node,
+                    c.args.actor.as_deref().unwrap_or(""),
+                    describe_call(c),
+                    t(Judged::applied_ns(c)),
+                    status.unwrap_or("missing"),
+                    journal.len()
+                ),
+            )
+            .on(c.op, c.id),
+        );
+    });
+}
+
+fn prune_only_spent_checkpoints(j: &Judged, out: &mut Vec<Violation>) {
+    replay(j, |_, c, journal, _| {
+        if c.op != OpKind::BlobDelete || c.args.actor.is_none() {
+            return;
+        }
+        let Some(r) = c.args.blob_ref.as_deref() else { return };
+        let Some(seq) = checkpoint_seq(r, &c.run_id) else { return };
+        // Part of a cascade: the same identity deletes the run under the same lease later.
+        let cascade = j.history.calls.iter().any(|d| {
+            d.op == OpKind::Delete
+                && d.id > c.id
+                && d.run_id == c.run_id
+                && d.args.actor == c.args.actor
+                && d.lease == c.lease
+        });
+        if cascade {
+            return;
+        }
+        let terminal = journal.iter().position(|e| {
+            e.get("kind").and_then(Value::as_str) == Some("agent")
+                && e.get("status").and_then(Value::as_str) == Some("ok")
+                && e.get("ref").and_then(Value::as_u64) == Some(seq)
+        });
+        let why = match terminal {
+            None => Some(format!("no ok agent terminal of the dispatch at seq {seq} is in the journal")),
+            Some(k) => journal.iter().enumerate().find_map(|(n, e)| {
+                let mut e = e.clone();
+                if n == k {
+                    if let Some(m) = e.as_object_mut() {
+                        m.remove("checkpointRef");
+                    }
+                }
+                mentions(&e, r).then(|| {
+                    format!(
+                        "the entry at seq {} still mentions it",
+                        e.get("seq").and_then(Value::as_u64).unwrap_or(0)
+                    )
+                })
+            }),
+        };
+        if let Some(why) = why {
+            out.push(
+                Violation::new(
+                    "prune_only_spent_checkpoints",
+                    format!(
+                        "n{} ({})'s {} at t={} deleted a checkpoint that is not spent: {why}",
+                        c.node,
+                        c.args.actor.as_deref().unwrap_or(""),
+                        describe_call(c),
+                        t(Judged::applied_ns(c))
+                    ),
+                )
+                .on(c.op, c.id),
+            );
+        }
+    });
+}
+
+/// Whether any string inside `v` equals `needle`.
+fn mentions(v: &Value, needle: &str) -> bool {
+    match v {
+        Value::String(s) => s == needle,
+        Value::Array(a) => a.iter().any(|x| mentions(x, needle)),
+        Value::Object(m) => m.values().any(|x| mentions(x, needle)),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Each property fails on a minimal history and passes its lawful twin.
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::history::{Applied, Args, History, Outcome};
+    use crate::oracle::Expect;
+    use crate::world::FinalState;
+
+    fn call(id: usize, op: OpKind, args: Args) -> Call {
+        Call {
+            id,
+            node: 0,
+            incarnation: 0,
+            op,
+            run_id: "r".into(),
+            lease: None,
+            args: Args { actor: Some("worker".into()), ..args },
+            invoked_ns: id as u64,
+            returned_ns: Some(id as u64),
+            outcome: Outcome::Ok { detail: String::new() },
+            granted: None,
+            checked_now_ms: None,
+            applied: Some(Applied {
+                order: id,
+                at_ns: id as u64,
+                store_now_ms: 0,
+                lease_row: None,
+                site_epoch: None,
+            }),
+            seen_at: None,
+            read: None,
+            lease_grant: None,
+        }
+    }
+
+    fn meta(id: usize, status: &str) -> Call {
+        call(
+            id,
+            OpKind::PutMeta,
+            Args { payload: Some(json!({"runId": "r", "status": status}).to_string()), ..Args::default() },
+        )
+    }
+
+    fn entry(id: usize, e: serde_json::Value) -> Call {
+        call(id, OpKind::Append, Args { payload: Some(e.to_string()), ..Args::default() })
+    }
+
+    fn blob_delete(id: usize, r: &str) -> Call {
+        call(id, OpKind::BlobDelete, Args { blob_ref: Some(r.into()), ..Args::default() })
+    }
+
+    fn judge(calls: Vec<Call>, p: fn(&Judged, &mut Vec<Violation>)) -> Vec<Violation> {
+        let h = History { applied_count: calls.len(), calls, ..History::default() };
+        let fin = FinalState::default();
+        let j = Judged::build(&h, &fin, Expect::default());
+        let mut out = Vec::new();
+        p(&j, &mut out);
+        out
+    }
+
+    #[test]
+    fn deleting_a_suspended_run_is_caught() {
+        let v = judge(
+            vec![meta(0, "suspended"), call(1, OpKind::Delete, Args::default())],
+            only_terminal_runs_deleted,
+        );
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("meta was suspended"), "{}", v[0].witness);
+        assert!(judge(
+            vec![meta(0, "ok"), call(1, OpKind::Delete, Args::default())],
+            only_terminal_runs_deleted
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn pruning_a_live_or_mentioned_checkpoint_is_caught() {
+        let running = json!({"seq": 3, "kind": "agent", "status": "running", "key": "op:0:a"});
+        let ok = json!({"seq": 4, "kind": "agent", "status": "ok", "key": "op:0:a", "ref": 3, "checkpointRef": "r/ckpt/3"});
+        // The dispatch is still running: its checkpoint is live.
+        let v =
+            judge(vec![entry(0, running.clone()), blob_delete(1, "r/ckpt/3")], prune_only_spent_checkpoints);
+        assert_eq!(v.len(), 1, "{v:?}");
+        // Spent: the ok terminal names it and nothing else does.
+        assert!(judge(
+            vec![entry(0, running.clone()), entry(1, ok.clone()), blob_delete(2, "r/ckpt/3")],
+            prune_only_spent_checkpoints
+        )
+        .is_empty());
+        // Another entry mentions it.
+        let other =
+            json!({"seq": 5, "kind": "decision", "status": "ok", "key": "k", "value": {"see": "r/ckpt/3"}});
+        let v = judge(
+            vec![entry(0, running), entry(1, ok), entry(2, other), blob_delete(3, "r/ckpt/3")],
+            prune_only_spent_checkpoints,
+        );
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("seq 5 still mentions it"), "{}", v[0].witness);
+    }
+}
