@@ -621,7 +621,13 @@ fn shrink_command(catalog: &[&'static dyn Scenario], a: ShrinkArgs) -> i32 {
             println!();
             println!("reproduce: {}", min.report.reproduce);
             if let Some(path) = &a.html {
-                let page = crate::html::page(&min.history, &min.report, Some("shrunk witness"));
+                // Lead with the violation the shrink kept.
+                let lead = min
+                    .violations
+                    .iter()
+                    .find(|v| v.call.is_some() && target.holds(std::slice::from_ref(v)))
+                    .and_then(|v| v.call);
+                let page = crate::html::page_leading(&min.history, &min.report, Some("shrunk witness"), lead);
                 if let Err(e) = std::fs::write(path, page) {
                     return usage(format!("cannot write page {}: {e}", path.display()));
                 }

@@ -51,7 +51,12 @@ pub fn esc(s: &str) -> String {
 
 /// The page of one run. `note` says what the run is ("shrunk witness", ...), if anything.
 pub fn page(history: &History, report: &RunReport, note: Option<&str>) -> String {
-    let t = model::build(history, report);
+    page_leading(history, report, note, None)
+}
+
+/// As [`page`], leading with the violation whose culprit is call `lead` (when it has one).
+pub fn page_leading(history: &History, report: &RunReport, note: Option<&str>, lead: Option<usize>) -> String {
+    let t = model::build(history, report, lead);
     let runs = run_order(&t);
     let mut out = String::with_capacity(64 * 1024 + t.marks.len() * 80);
     let verdict = if report.passed { "PASS" } else { "FAIL" };

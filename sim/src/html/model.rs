@@ -151,12 +151,19 @@ pub struct Timeline {
     pub facts: Vec<FactMark>,
     pub heal_ns: Option<u64>,
     pub witnesses: Vec<Witness>,
+    /// The culprit call the page should lead with, when the caller knows which violation
+    /// matters (a shrunk finding's).
+    pub preferred: Option<usize>,
 }
 
 impl Timeline {
     /// The witness the page zooms to: the first violation that names a call.
     pub fn lead(&self) -> Option<&Witness> {
-        self.witnesses.iter().find(|w| w.culprit.is_some()).or(self.witnesses.first())
+        self.witnesses
+            .iter()
+            .find(|w| self.preferred.is_some() && w.culprit == self.preferred)
+            .or_else(|| self.witnesses.iter().find(|w| w.culprit.is_some()))
+            .or(self.witnesses.first())
     }
 }
 
@@ -189,9 +196,9 @@ fn store_ms_to_ns(commit_ns: u64, commit_ms: i64, at_ms: i64) -> u64 {
 }
 
 /// Build the model of one run.
-pub fn build(history: &History, report: &RunReport) -> Timeline {
+pub fn build(history: &History, report: &RunReport, preferred: Option<usize>) -> Timeline {
     let calls = &history.calls;
-    let mut t = Timeline::default();
+    let mut t = Timeline { preferred, ..Timeline::default() };
     let mut end_ns = report.virtual_ms.saturating_mul(1_000_000);
     let mut lanes: BTreeMap<u32, Lane> = BTreeMap::new();
     let mut marks: BTreeMap<usize, CallMark> = BTreeMap::new();
