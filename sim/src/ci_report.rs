@@ -72,7 +72,10 @@ pub fn from_sweeps(reports: &[SweepReport]) -> Vec<Case> {
             Case {
                 scenario: r.scenario.clone(),
                 profile: r.profile.clone(),
-                name: format!("{} profile={} seeds {}..{}", r.scenario, r.profile, r.range.start, r.range.end),
+                name: format!(
+                    "{} profile={} seeds {}..{}",
+                    r.scenario, r.profile, r.range.start, r.range.end
+                ),
                 seeds: r.seeds_run,
                 shortfalls: shortfalls(r),
                 failures,
@@ -143,7 +146,8 @@ pub fn from_findings(r: &FindingsReport, witness: &dyn Fn(&str, u64) -> Option<S
             .map(|&seed| CaseFailure {
                 seed: Some(seed),
                 kind: "failed".into(),
-                witness: witness(&s.scenario, seed).unwrap_or_else(|| format!("seed {seed} failed under current")),
+                witness: witness(&s.scenario, seed)
+                    .unwrap_or_else(|| format!("seed {seed} failed under current")),
                 reproduce: format!("fencesim run --scenario {} --profile current --seed {seed}", s.scenario),
             })
             .collect();
@@ -204,7 +208,8 @@ pub fn junit(suite: &str, cases: &[Case]) -> String {
         let _ = writeln!(out, "        <property name=\"seeds\" value=\"{}\" />", c.seeds);
         let _ = writeln!(out, "        <property name=\"failing_seeds\" value=\"{}\" />", c.failures.len());
         for s in &c.shortfalls {
-            let _ = writeln!(out, "        <property name=\"coverage_shortfall\" value=\"{}\" />", xml_esc(s));
+            let _ =
+                writeln!(out, "        <property name=\"coverage_shortfall\" value=\"{}\" />", xml_esc(s));
         }
         let _ = writeln!(out, "      </properties>");
         for f in &c.failures {
@@ -275,7 +280,8 @@ pub fn summary_md(title: &str, cases: &[Case]) -> String {
             md_cell(&repro.join("<br>"))
         );
     }
-    let all: Vec<(&Case, &CaseFailure)> = cases.iter().flat_map(|c| c.failures.iter().map(move |f| (c, f))).collect();
+    let all: Vec<(&Case, &CaseFailure)> =
+        cases.iter().flat_map(|c| c.failures.iter().map(move |f| (c, f))).collect();
     if !all.is_empty() {
         let _ = writeln!(out, "\n### Failing seeds\n");
         for (c, f) in all.iter().take(DETAILS_MAX) {

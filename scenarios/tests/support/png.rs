@@ -94,12 +94,15 @@ impl Huffman {
     }
 }
 
-const LEN_BASE: [u16; 29] =
-    [3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258];
-const LEN_EXTRA: [u8; 29] = [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0];
+const LEN_BASE: [u16; 29] = [
+    3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195,
+    227, 258,
+];
+const LEN_EXTRA: [u8; 29] =
+    [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0];
 const DIST_BASE: [u16; 30] = [
-    1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097,
-    6145, 8193, 12289, 16385, 24577,
+    1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1537, 2049, 3073,
+    4097, 6145, 8193, 12289, 16385, 24577,
 ];
 const DIST_EXTRA: [u8; 30] =
     [0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13];
@@ -117,7 +120,8 @@ fn inflate(zlib: &[u8]) -> Result<Vec<u8>, String> {
                 b.align();
                 let d = b.data;
                 let p = b.pos;
-                let len = usize::from(*d.get(p).ok_or("short")?) | usize::from(*d.get(p + 1).ok_or("short")?) << 8;
+                let len =
+                    usize::from(*d.get(p).ok_or("short")?) | usize::from(*d.get(p + 1).ok_or("short")?) << 8;
                 out.extend_from_slice(d.get(p + 4..p + 4 + len).ok_or("short stored block")?);
                 b.pos = p + 4 + len;
             }
@@ -178,10 +182,11 @@ fn block(b: &mut Bits<'_>, out: &mut Vec<u8>, lit: &Huffman, dist: &Huffman) -> 
             256 => return Ok(()),
             _ => {
                 let i = sym - 257;
-                let len = *LEN_BASE.get(i).ok_or("bad length")? as usize + b.bits(u32::from(LEN_EXTRA[i]))? as usize;
+                let len = *LEN_BASE.get(i).ok_or("bad length")? as usize
+                    + b.bits(u32::from(LEN_EXTRA[i]))? as usize;
                 let d = dist.decode(b)? as usize;
-                let back =
-                    *DIST_BASE.get(d).ok_or("bad distance")? as usize + b.bits(u32::from(DIST_EXTRA[d]))? as usize;
+                let back = *DIST_BASE.get(d).ok_or("bad distance")? as usize
+                    + b.bits(u32::from(DIST_EXTRA[d]))? as usize;
                 if back > out.len() {
                     return Err("distance too far back".into());
                 }

@@ -7,8 +7,9 @@
 //! - `calls`: `[t, node, incarnation, t - invoked, describe, seq, run, epoch, class,
 //!   applied, order, store_ms, outcome, call id]`, strings as string-table indexes, absent
 //!   values as `null`, `run` as an index into `runs` (or -1);
-//! - `tenures`: `[run, epoch, owner, node, start, live_end, end, reason, expiries,
-//!   renewals, grant call]`;
+//! - `tenures`: `[run, epoch, owner, node, start, live spans [[from, to]], end, reason,
+//!   expiries, renewals, grant call, foreign expiry moves]`;
+//! - `gap`: `[from, to]`, where the lead witness's culprit lies outside its tenure, or null;
 //! - `facts`: `[t, node, kind, text, run]`;
 //! - `lanes`: `{node, crashes: [[t, words]], restarts: [[t, incarnation]], stalls: [[t0, t1, what]]}`.
 
@@ -117,12 +118,13 @@ pub fn pack(t: &Timeline, runs: &[String], focus: Option<(u64, u64)>) -> String 
                 strings.id(&x.owner),
                 x.node.map_or(-1, i64::from),
                 x.start_ns,
-                x.end_ns.min(x.expiry_ns()),
+                x.spans().iter().map(|sp| [sp.0, sp.2]).collect::<Vec<_>>(),
                 x.end_ns,
                 strings.id(&x.end_reason),
                 x.expiries,
                 x.renewals,
-                x.grant_call
+                x.grant_call,
+                x.foreign
             ])
         })
         .collect();
@@ -146,6 +148,7 @@ pub fn pack(t: &Timeline, runs: &[String], focus: Option<(u64, u64)>) -> String 
         "heal": t.heal_ns,
         "culprit": culprit_row,
         "contradicted": contradicted,
+        "gap": lead.and_then(|w| w.outside).map(|o| [o.from, o.to]),
         "violators": violators,
         "focus": focus.map(|(a, b)| vec![a, b]),
         "strings": strings.list,

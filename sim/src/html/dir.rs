@@ -53,7 +53,10 @@ pub fn write(
         }
     }
     let title = match reports {
-        [(_, r)] => format!("fencesim sweep {} profile={} seeds {}..{}", r.scenario, r.profile, r.range.start, r.range.end),
+        [(_, r)] => format!(
+            "fencesim sweep {} profile={} seeds {}..{}",
+            r.scenario, r.profile, r.range.start, r.range.end
+        ),
         _ => "fencesim sweep".to_string(),
     };
     let index = dir.join("index.html");

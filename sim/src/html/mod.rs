@@ -19,7 +19,7 @@ use std::fmt::Write as _;
 
 use crate::history::History;
 use crate::report::{fmt_time, RunReport};
-use model::{CallMark, Timeline};
+use model::Timeline;
 
 const CSS: &str = include_str!("page.css");
 const JS: &str = include_str!("page.js");
@@ -55,7 +55,12 @@ pub fn page(history: &History, report: &RunReport, note: Option<&str>) -> String
 }
 
 /// As [`page`], leading with the violation whose culprit is call `lead` (when it has one).
-pub fn page_leading(history: &History, report: &RunReport, note: Option<&str>, lead: Option<usize>) -> String {
+pub fn page_leading(
+    history: &History,
+    report: &RunReport,
+    note: Option<&str>,
+    lead: Option<usize>,
+) -> String {
     let t = model::build(history, report, lead);
     let runs = run_order(&t);
     let mut out = String::with_capacity(64 * 1024 + t.marks.len() * 80);
@@ -108,7 +113,11 @@ fn header(out: &mut String, t: &Timeline, runs: &[String], report: &RunReport, n
         }
         let _ = writeln!(out, "</details>");
     }
-    let _ = writeln!(out, "<div>reproduce: <code class=\"repro\" id=\"reproduce\">{}</code></div>", esc(&report.reproduce));
+    let _ = writeln!(
+        out,
+        "<div>reproduce: <code class=\"repro\" id=\"reproduce\">{}</code></div>",
+        esc(&report.reproduce)
+    );
     let _ = writeln!(
         out,
         "<div class=\"meta\">plan: {} | {} calls, {} events, {} virtual ms | trace hash {}</div>",
@@ -118,7 +127,10 @@ fn header(out: &mut String, t: &Timeline, runs: &[String], report: &RunReport, n
         report.virtual_ms,
         esc(&report.trace_hash)
     );
-    let _ = writeln!(out, "<div class=\"controls\"><label>run <select id=\"run-filter\"><option value=\"\">all runs</option>");
+    let _ = writeln!(
+        out,
+        "<div class=\"controls\"><label>run <select id=\"run-filter\"><option value=\"\">all runs</option>"
+    );
     for r in runs {
         let _ = writeln!(out, "<option value=\"{0}\">{0}</option>", esc(r));
     }
@@ -150,50 +162,36 @@ fn header(out: &mut String, t: &Timeline, runs: &[String], report: &RunReport, n
     let _ = writeln!(out, "<div id=\"details\">hover or focus a mark for its details</div>");
 }
 
-/// "The culprit took effect 123ms after its tenure (epoch 1 of soak-w0) ended: takeover by
-/// epoch 3 at 0.260s."
+/// "On the picture: call #99 (put_meta soak-run) lies 105 ms outside the tenure of epoch 1
+/// (soak-w1), which stopped being live at t=0.244s (takeover by epoch 2)."
 fn outside_sentence(t: &Timeline, w: &model::Witness) -> Option<String> {
     let m = t.marks.iter().find(|m| Some(m.call) == w.culprit)?;
     let ten = t.tenures.get(w.tenure?)?;
-    let at = culprit_instant(m);
-    let live_end = ten.end_ns.min(ten.expiry_ns());
-    let why = if ten.expiry_ns() < ten.end_ns { "expired".to_string() } else { ten.end_reason.clone() };
-    if at > live_end {
-        Some(format!(
-            "On the picture: call #{} ({}) lies {} ms outside the tenure of epoch {} ({}), which ended at t={} ({why}).",
+    let who = format!("the tenure of epoch {} ({})", ten.epoch, ten.owner);
+    Some(match w.outside {
+        Some(o) if o.to > o.from && o.from < m.at_ns => {
+            let why = if o.from < ten.end_ns { "expired".to_string() } else { ten.end_reason.clone() };
+            format!(
+                "On the picture: call #{} ({}) lies {} ms outside {who}, which stopped being live at t={} ({why}).",
+                m.call,
+                m.describe,
+                (o.to - o.from) / 1_000_000,
+                fmt_time(o.from).trim()
+            )
+        }
+        Some(_) => format!(
+            "On the picture: call #{} ({}) lies outside {who}, before its grant at t={}.",
             m.call,
             m.describe,
-            (at - live_end) / 1_000_000,
-            ten.epoch,
-            ten.owner,
-            fmt_time(live_end).trim()
-        ))
-    } else if at < ten.start_ns {
-        Some(format!(
-            "On the picture: call #{} ({}) lies before the tenure of epoch {} ({}) began at t={}.",
-            m.call,
-            m.describe,
-            ten.epoch,
-            ten.owner,
             fmt_time(ten.start_ns).trim()
-        ))
-    } else {
-        Some(format!(
-            "On the picture: call #{} ({}) lies inside the tenure of epoch {} ({}), {} to {}.",
+        ),
+        None => format!(
+            "On the picture: call #{} ({}) lies inside {who}, granted at t={}.",
             m.call,
             m.describe,
-            ten.epoch,
-            ten.owner,
-            fmt_time(ten.start_ns).trim(),
-            fmt_time(live_end).trim()
-        ))
-    }
-}
-
-/// Where a mark's call took effect: its apply instant if the store applied it, else its
-/// mark's instant.
-fn culprit_instant(m: &CallMark) -> u64 {
-    m.at_ns
+            fmt_time(ten.start_ns).trim()
+        ),
+    })
 }
 
 /// The runs in row order: the run of the tenure the witness contradicts first, then the
@@ -212,7 +210,10 @@ fn focus(t: &Timeline) -> Option<(u64, u64)> {
     let (mut a, mut b) = (m.at_ns, m.at_ns);
     if let Some(ten) = lead.tenure.and_then(|i| t.tenures.get(i)) {
         a = a.min(ten.start_ns);
-        b = b.max(ten.end_ns.min(ten.expiry_ns()));
+    }
+    if let Some(o) = lead.outside {
+        a = a.min(o.from);
+        b = b.max(o.to);
     }
     let pad = ((b - a) / 4).max(20_000_000);
     Some((a.saturating_sub(pad), b.saturating_add(pad)))
@@ -289,7 +290,10 @@ fn svg(out: &mut String, t: &Timeline, runs: &[String]) {
             ty = y + 18.0
         );
     }
-    let _ = writeln!(out, "<g id=\"axis\" class=\"axis\"></g>\n<g id=\"content\" clip-path=\"url(#plot)\"></g>\n</svg>");
+    let _ = writeln!(
+        out,
+        "<g id=\"axis\" class=\"axis\"></g>\n<g id=\"content\" clip-path=\"url(#plot)\"></g>\n</svg>"
+    );
     let _ = writeln!(
         out,
         "<script type=\"application/json\" id=\"data\">{}</script>",
@@ -345,7 +349,10 @@ pub fn index_page(title: &str, entries: &[IndexEntry], omitted: usize) -> String
     }
     let _ = writeln!(out, "</table>");
     if omitted > 0 {
-        let _ = writeln!(out, "<p class=\"meta\">{omitted} more failing seed(s) without a page (over the page limit).</p>");
+        let _ = writeln!(
+            out,
+            "<p class=\"meta\">{omitted} more failing seed(s) without a page (over the page limit).</p>"
+        );
     }
     let _ = writeln!(out, "</body>\n</html>");
     out

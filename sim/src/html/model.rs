@@ -105,6 +105,12 @@ pub struct Tenure {
     pub expiries: Vec<u64>,
     /// Instants of the renewals that extended it.
     pub renewals: Vec<u64>,
+    /// The apply order of each renewal (the grant's is `start_order`).
+    pub renewal_orders: Vec<usize>,
+    /// Instants at which a call that does not hold this tenure (another owner's, or a
+    /// superseded epoch's) moved its row's expiry: the tenure's own expiry stays where its
+    /// holder put it, as the oracle judges it.
+    pub foreign: Vec<u64>,
 }
 
 impl Tenure {
@@ -112,11 +118,51 @@ impl Tenure {
     pub fn expiry_ns(&self) -> u64 {
         self.expiries.last().copied().unwrap_or(self.end_ns)
     }
-    /// Whether `t` lies within the tenure while it was live (granted, not ended, not expired).
-    pub fn live_at(&self, t: u64) -> bool {
-        t >= self.start_ns && t <= self.end_ns.min(self.expiry_ns())
+
+    /// The spans in which the tenure was live, as `(from, from's apply order, to)`: from the
+    /// grant to its expiry; a renewal before the expiry extends the span, a renewal after
+    /// it (an expired lease renewed) opens a new one; every span ends by `end_ns`.
+    pub fn spans(&self) -> Vec<(u64, usize, u64)> {
+        let mut spans: Vec<(u64, usize, u64)> = Vec::new();
+        let firsts = std::iter::once((self.start_ns, self.start_order));
+        let froms = firsts.chain(self.renewals.iter().copied().zip(self.renewal_orders.iter().copied()));
+        for ((from, order), &to) in froms.zip(&self.expiries) {
+            match spans.last_mut() {
+                Some(last) if from <= last.2 => last.2 = last.2.max(to),
+                _ => spans.push((from, order, to)),
+            }
+        }
+        for sp in &mut spans {
+            sp.2 = sp.2.min(self.end_ns).max(sp.0);
+        }
+        spans.retain(|sp| sp.0 <= self.end_ns);
+        spans
+    }
+
+    /// Where the tenure stopped being live before a call applied `order`-th at `at`, if the
+    /// call lies outside every live span that began before it; `None` if it lies inside one.
+    pub fn outside(&self, at: u64, order: usize) -> Option<Outside> {
+        let before: Vec<(u64, usize, u64)> =
+            self.spans().into_iter().filter(|sp| sp.1 < order || sp.0 < at).collect();
+        if before.iter().any(|sp| at >= sp.0 && at <= sp.2) {
+            return None;
+        }
+        match before.last() {
+            Some(sp) => Some(Outside { from: sp.2, to: at }),
+            None => Some(Outside { from: at, to: self.start_ns }),
+        }
     }
 }
+
+/// The stretch between a call and the tenure it claims: from where the tenure stopped being
+/// live to the call (or from the call to the grant, for a call before it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outside {
+    pub from: u64,
+    pub to: u64,
+}
+
+impl Tenure {}
 
 /// An engine fact drawn on its node's lane (PAY and TOOL, and the others smaller).
 #[derive(Clone, Debug)]
@@ -138,6 +184,8 @@ pub struct Witness {
     /// The tenure the culprit contradicts (the one its lease names, or the one live when
     /// an acquire was granted over it).
     pub tenure: Option<usize>,
+    /// Where the culprit lies outside that tenure, if it does.
+    pub outside: Option<Outside>,
 }
 
 /// Everything the page draws.
@@ -282,11 +330,7 @@ fn event_into(
             let end = e.at_ns.saturating_add(ms.saturating_mul(1_000_000));
             lane.stalls.push(Stall { node, start_ns: e.at_ns, end_ns: end, what: e.fault.clone() });
         } else if e.fault.starts_with("stall to the lease expiry") {
-            let end = e
-                .call
-                .and_then(|id| calls.get(id))
-                .and_then(|c| c.returned_ns)
-                .unwrap_or(0);
+            let end = e.call.and_then(|id| calls.get(id)).and_then(|c| c.returned_ns).unwrap_or(0);
             lane.stalls.push(Stall { node, start_ns: e.at_ns, end_ns: end, what: e.fault.clone() });
         }
     } else if e.call.is_none() {
@@ -340,9 +384,16 @@ fn tenures_into(calls: &[Call], t: &mut Timeline) {
                 match current {
                     Some(i) if t.tenures[i].epoch == row.epoch && t.tenures[i].owner == row.owner => {
                         let ten = &mut t.tenures[i];
+                        let holder =
+                            c.lease.as_ref().is_some_and(|l| l.owner == ten.owner && l.epoch.0 == ten.epoch);
                         if ten.expiries.last() != Some(&expiry) {
-                            ten.expiries.push(expiry);
-                            ten.renewals.push(a.at_ns);
+                            if holder {
+                                ten.expiries.push(expiry);
+                                ten.renewals.push(a.at_ns);
+                                ten.renewal_orders.push(a.order);
+                            } else {
+                                ten.foreign.push(a.at_ns);
+                            }
                         }
                     }
                     _ => {
@@ -366,6 +417,8 @@ fn tenures_into(calls: &[Call], t: &mut Timeline) {
                             end_reason: String::new(),
                             expiries: vec![expiry],
                             renewals: Vec::new(),
+                            renewal_orders: Vec::new(),
+                            foreign: Vec::new(),
                         });
                         open.insert(c.run_id.clone(), index);
                     }
@@ -392,11 +445,21 @@ fn witnesses_into(report: &RunReport, calls: &[Call], t: &mut Timeline) {
     for v in &report.violations {
         let culprit = v.call.filter(|&id| id < calls.len());
         let tenure = culprit.and_then(|id| contradicted(&calls[id], t));
+        let outside = match (culprit, tenure) {
+            (Some(id), Some(i)) => {
+                let c = &calls[id];
+                let at = t.marks.iter().find(|m| m.call == id).map_or(c.invoked_ns, |m| m.at_ns);
+                let order = c.applied.as_ref().map(|a| a.order).or(c.seen_at).unwrap_or(usize::MAX);
+                t.tenures[i].outside(at, order)
+            }
+            _ => None,
+        };
         t.witnesses.push(Witness {
             property: v.property.to_string(),
             sentence: v.witness.clone(),
             culprit,
             tenure,
+            outside,
         });
     }
 }
@@ -415,7 +478,9 @@ fn contradicted(c: &Call, t: &Timeline) -> Option<usize> {
         return t
             .tenures
             .iter()
-            .filter(|x| x.run_id == l.run_id && x.epoch == l.epoch.0 && x.owner == l.owner && x.start_order < order)
+            .filter(|x| {
+                x.run_id == l.run_id && x.epoch == l.epoch.0 && x.owner == l.owner && x.start_order < order
+            })
             .last()
             .map(|x| x.index);
     }
@@ -424,4 +489,49 @@ fn contradicted(c: &Call, t: &Timeline) -> Option<usize> {
         .filter(|x| x.run_id == c.run_id && x.grant_call != c.id && x.start_order < order)
         .last()
         .map(|x| x.index)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tenure(expiries: &[u64], renewals: &[(u64, usize)], end: u64) -> Tenure {
+        Tenure {
+            index: 0,
+            run_id: "r".into(),
+            epoch: 3,
+            owner: "w".into(),
+            node: Some(1),
+            grant_call: 0,
+            start_order: 10,
+            start_ns: 100,
+            end_ns: end,
+            end_reason: "run end".into(),
+            expiries: expiries.to_vec(),
+            renewals: renewals.iter().map(|r| r.0).collect(),
+            renewal_orders: renewals.iter().map(|r| r.1).collect(),
+            foreign: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_renewal_before_the_expiry_extends_the_span_and_one_after_it_opens_a_new_one() {
+        let t = tenure(&[350, 500, 800], &[(300, 11), (600, 20)], 700);
+        assert_eq!(t.spans(), vec![(100, 10, 500), (600, 20, 700)]);
+        // Inside the first span; in the expired stretch; at the renewal's instant but applied
+        // before it; after the renewal.
+        assert_eq!(t.outside(400, 12), None);
+        assert_eq!(t.outside(550, 15), Some(Outside { from: 500, to: 550 }));
+        assert_eq!(t.outside(600, 19), Some(Outside { from: 500, to: 600 }));
+        assert_eq!(t.outside(650, 21), None);
+        // Before the grant.
+        assert_eq!(t.outside(50, 5), Some(Outside { from: 50, to: 100 }));
+    }
+
+    #[test]
+    fn a_takeover_cuts_the_live_span() {
+        let t = tenure(&[350], &[], 200);
+        assert_eq!(t.spans(), vec![(100, 10, 200)]);
+        assert_eq!(t.outside(250, 30), Some(Outside { from: 200, to: 250 }));
+    }
 }

@@ -77,18 +77,24 @@
         });
       });
       D.tenures.forEach(function (t, i) {
-        var run = t[0], start = t[4], liveEnd = t[5], end = t[6];
+        var run = t[0], start = t[4], spans = t[5], end = t[6];
         if (!inView(start, end)) { return; }
         var y = runY(run), cls = "tenure" + (i === D.contradicted ? " contradicted" : "") + dim(run);
         var title = D.runs[run] + " epoch " + t[1] + " held by " + S[t[2]] + (t[3] >= 0 ? " on n" + t[3] : "") +
           ": granted " + fmt(start) + ", expiry by the store clock " + fmt(t[8][t[8].length - 1]) + ", " + S[t[7]] +
           " at " + fmt(end) + "; " + t[9].length + " renewal(s)";
-        var g = "<g class=\"" + cls + "\" data-tenure=\"" + i + "\"><title>" + esc(title) + "</title>" +
-          rect("live", start, liveEnd, y, RUN_H, " fill=\"" + fill(t[1]) + "\"");
-        if (end > liveEnd) { g += rect("expired", liveEnd, end, y + 3, RUN_H - 6, ""); }
+        // The whole tenure faded (held past its expiry), its live spans on top.
+        var g = "<g class=\"" + cls + "\" data-tenure=\"" + i + "\"><title>" + esc(title) + "</title>";
+        if (end > start) { g += rect("expired", start, end, y + 3, RUN_H - 6, ""); }
+        spans.forEach(function (sp) { g += rect("live", sp[0], sp[1], y, RUN_H, " fill=\"" + fill(t[1]) + "\""); });
         t[9].forEach(function (r) { if (inView(r, r)) { g += vline("renewal", r, y + RUN_H - 6, y + RUN_H); } });
-        var exp = t[8][t[8].length - 1];
-        if (exp <= end && inView(exp, exp)) { g += vline("expiry", exp, y - 2, y + RUN_H + 2); }
+        t[11].forEach(function (r) {
+          if (inView(r, r)) { g += vline("foreign", r, y, y + RUN_H, "a call not holding this tenure moved its expiry at " + fmt(r)); }
+        });
+        t[8].forEach(function (exp) {
+          if (exp <= end && inView(exp, exp)) { g += vline("expiry", exp, y - 2, y + RUN_H + 2); }
+        });
+        var liveEnd = spans.length ? spans[0][1] : start;
         if (X(liveEnd) - X(start) > 40) {
           g += "<text x=\"" + (clip(X(start)) + 3).toFixed(1) + "\" y=\"" + (y + RUN_H - 4) + "\">e" + t[1] + " " + esc(S[t[2]]) + "</text>";
         }
@@ -96,10 +102,9 @@
       });
       var culprit = D.culprit === null ? null : D.calls[D.culprit];
       var ten = D.contradicted === null ? null : D.tenures[D.contradicted];
-      if (culprit && ten) {
-        var at = culprit[0], a = null, b = null;
-        if (at > ten[5]) { a = ten[5]; b = at; } else if (at < ten[4]) { a = at; b = ten[4]; }
-        if (a !== null && inView(a, b)) {
+      if (culprit && ten && D.gap) {
+        var a = D.gap[0], b = D.gap[1];
+        if (inView(a, b)) {
           var gy = runY(ten[0]);
           // A band under the run's row (the tenures drawn on the row stay visible) and its words.
           out.push("<g class=\"gap-group" + dim(ten[0]) + "\">" + rect("gap", a, b, gy + RUN_H + 1, 6, " id=\"gap\"") +
