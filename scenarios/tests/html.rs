@@ -337,8 +337,11 @@ fn chromium() -> Option<PathBuf> {
 /// Headless Chromium on a file:// page with the network off (every host name resolves to
 /// nothing, and a dead proxy for good measure), a fresh profile each time.
 fn browse(chromium: &Path, page: &Path, mode: &[&str]) -> std::process::Output {
+    browse_url(chromium, &format!("file://{}", page.canonicalize().unwrap().display()), mode)
+}
+
+fn browse_url(chromium: &Path, url: &str, mode: &[&str]) -> std::process::Output {
     let profile = tempfile::tempdir().unwrap();
-    let url = format!("file://{}", page.canonicalize().unwrap().display());
     let out = Command::new(chromium)
         .args([
             "--headless",
@@ -394,6 +397,23 @@ fn chromium_draws_the_done_when_page_without_a_script_error() {
 }
 
 #[test]
+fn chromium_drives_keyboard_zoom_pan_the_run_filter_and_hover() {
+    let Some(chromium) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let r = run(dir.path(), "f1-stale-settle", "v1_44_1", 2);
+    let url = format!("file://{}#selftest", r.page_path.canonicalize().unwrap().display());
+    let out = browse_url(&chromium, &url, &["--dump-dom"]);
+    let dom = String::from_utf8_lossy(&out.stdout).to_string();
+    let body = dom.find("<body").map(|i| &dom[i..i + dom[i..].find('>').unwrap()]).expect("a body");
+    assert!(!body.contains("data-error"), "{body}");
+    let st =
+        body.split("data-selftest=\"").nth(1).and_then(|s| s.split('"').next()).expect("the self-test ran");
+    for part in ["zoom=ok", "pan=ok", "whole=ok", "filter=ok", "hover=ok", "witness=ok"] {
+        assert!(st.contains(part), "{part} in {st}");
+    }
+}
+
+#[test]
 fn chromium_screenshot_of_the_f3a_witness_is_not_blank() {
     let Some(chromium) = chromium() else { return };
     let dir = tempfile::tempdir().unwrap();
@@ -411,4 +431,40 @@ fn chromium_screenshot_of_the_f3a_witness_is_not_blank() {
     assert!(inked * 100 > total * 2, "only {inked} of {total} pixels inked");
     assert!(colours.len() > 30, "{} colours", colours.len());
     assert!(red > 100, "{red} red pixels");
+}
+
+#[test]
+fn an_unwritable_page_or_report_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let under_file = file.join("page.html");
+    let out = fencesim(&[
+        "run",
+        "--scenario",
+        "f3-check-then-mutate",
+        "--profile",
+        "current",
+        "--seed",
+        "0",
+        "--quiet",
+        "--html",
+        under_file.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot write page"));
+    for flag in ["--junit", "--summary-md", "--html-dir"] {
+        let out = fencesim(&[
+            "sweep",
+            "--scenario",
+            "f3-check-then-mutate",
+            "--profile",
+            "current",
+            "--seeds",
+            "0..1",
+            flag,
+            under_file.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {}", String::from_utf8_lossy(&out.stderr));
+    }
 }

@@ -478,16 +478,14 @@ fn contradicted(c: &Call, t: &Timeline) -> Option<usize> {
         return t
             .tenures
             .iter()
-            .filter(|x| {
+            .rfind(|x| {
                 x.run_id == l.run_id && x.epoch == l.epoch.0 && x.owner == l.owner && x.start_order < order
             })
-            .last()
             .map(|x| x.index);
     }
     t.tenures
         .iter()
-        .filter(|x| x.run_id == c.run_id && x.grant_call != c.id && x.start_order < order)
-        .last()
+        .rfind(|x| x.run_id == c.run_id && x.grant_call != c.id && x.start_order < order)
         .map(|x| x.index)
 }
 

@@ -225,6 +225,39 @@
     witness();
     var c0 = svg.querySelector(".mark.culprit");
     if (c0) { show(c0); }
+    // Opened as page.html#selftest (the browser test), the page drives its own controls
+    // and writes what happened to <body data-selftest="...">.
+    if (window.location.hash === "#selftest") {
+      var res = [], key = function (k) { document.dispatchEvent(new KeyboardEvent("keydown", { key: k })); };
+      whole();
+      key("+");
+      res.push("zoom=" + (Math.abs((view.b - view.a) * 2 - END) < 2 ? "ok" : "bad"));
+      var a0 = view.a;
+      key("ArrowRight");
+      res.push("pan=" + (view.a > a0 ? "ok" : "bad"));
+      key("0");
+      res.push("whole=" + (view.a === 0 && view.b === END ? "ok" : "bad"));
+      if (D.runs.length > 0) {
+        filter.value = D.runs[0];
+        filter.dispatchEvent(new Event("change"));
+        var dimmed = svg.querySelectorAll(".mark.dim").length, shown = svg.querySelectorAll(".mark:not(.dim)").length;
+        var wrong = 0;
+        Array.prototype.forEach.call(svg.querySelectorAll(".mark:not(.dim)"), function (m) {
+          if (D.calls[+m.getAttribute("data-i")][6] !== 0) { wrong++; }
+        });
+        res.push("filter=" + (wrong === 0 && shown > 0 ? "ok" : "bad") + "/" + shown + "/" + dimmed);
+        filter.value = "";
+        filter.dispatchEvent(new Event("change"));
+      }
+      var m0 = svg.querySelector(".mark");
+      if (m0) {
+        m0.dispatchEvent(new MouseEvent("mouseover", { bubbles: true }));
+        res.push("hover=" + (details.textContent.indexOf("call #" + m0.getAttribute("data-call")) === 0 ? "ok" : "bad"));
+      }
+      key("w");
+      res.push("witness=" + (D.focus === null || view.a === D.focus[0] ? "ok" : "bad"));
+      body.setAttribute("data-selftest", res.join(" "));
+    }
     if (!body.hasAttribute("data-error")) { body.setAttribute("data-ok", "1"); }
   } catch (err) {
     body.setAttribute("data-error", String(err && err.message ? err.message : err));
