@@ -8,8 +8,15 @@
 //! (no clock, no absolute path, no hash-map order), so a seed's page is the same bytes in
 //! every process. The markup is well-formed XML apart from the doctype (every element
 //! closed, every attribute quoted and escaped), so it can be checked without a browser.
-//! Every call mark is a `<g class="mark ...">` with `data-call`; every process lane a
-//! `<g class="lane">`; the culprit of the leading witness carries the class `culprit`.
+//!
+//! Shape: the header (verdict, witness sentences, reproduce command, controls, legend) and
+//! the SVG's skeleton (one `<g class="lane" data-node>` per process, one row per run) are
+//! markup; the calls, tenures, stalls, crashes and facts travel as packed rows in
+//! `<script type="application/json" id="data">` (see [`data`]) and the page's script
+//! (`page.js`) draws the part in view: a soak storm has tens of thousands of calls, and one
+//! element per call written out in full would make its page several megabytes. Drawn, each
+//! call is a `<g class="mark CLASS" data-call>`, the lead witness's culprit has the class
+//! `culprit`, and `<body>` gets `data-ok="1"` (or `data-error`) when the script is done.
 
 pub mod data;
 pub mod dir;
