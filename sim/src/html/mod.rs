@@ -163,7 +163,7 @@ fn header(out: &mut String, t: &Timeline, runs: &[String], report: &RunReport, n
          <span><svg width=\"12\" height=\"12\"><circle cx=\"6\" cy=\"6\" r=\"4.5\" fill=\"#9aa0a6\" /></svg> unknown (died in flight)</span>\
          <span><svg width=\"12\" height=\"12\"><rect x=\"1\" y=\"1\" width=\"10\" height=\"10\" fill=\"#6a3fb5\" transform=\"rotate(45 6 6)\" /></svg> PAY</span>\
          <span><svg width=\"12\" height=\"12\"><rect x=\"1\" y=\"1\" width=\"10\" height=\"10\" fill=\"#1f6fb2\" transform=\"rotate(45 6 6)\" /></svg> TOOL</span>\
-         <span>tenure bar: grant to release/takeover/deletion, coloured by epoch; black tick = expiry by the store clock; faded = held past expiry; hatched lane span = stall</span>\
+         <span>tenure bar: grant to release/takeover/deletion, coloured by epoch; black tick = expiry by the store clock; faded = expired while its row stayed; hatched lane span = stall</span>\
          </div>"
     );
     let _ = writeln!(out, "<div id=\"details\">hover or focus a mark for its details</div>");
@@ -182,7 +182,7 @@ fn outside_sentence(t: &Timeline, w: &model::Witness) -> Option<String> {
                 "On the picture: call #{} ({}) lies {} ms outside {who}, which stopped being live at t={} ({why}).",
                 m.call,
                 m.describe,
-                (o.to - o.from) / 1_000_000,
+                (o.to - o.from + 500_000) / 1_000_000,
                 fmt_time(o.from).trim()
             )
         }

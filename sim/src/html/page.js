@@ -73,7 +73,10 @@
         l.stalls.forEach(function (s) {
           if (!inView(s[0], s[1])) { return; }
           out.push(rect("stall", s[0], s[1], y + 2, 8, "", "<title>n" + l.node + " " + esc(S[s[2]]) + " (" + fmt(s[0]) + " to " + fmt(s[1]) + ")</title>"));
-          out.push("<text class=\"stall-label\" x=\"" + (clip(X(s[0])) + 2).toFixed(1) + "\" y=\"" + (y + 19) + "\">" + esc(S[s[2]]) + "</text>");
+          // Named in words where the span is wide enough; its title always names it.
+          if (X(s[1]) - X(s[0]) > 6 * S[s[2]].length) {
+            out.push("<text class=\"stall-label\" x=\"" + (clip(X(s[0])) + 2).toFixed(1) + "\" y=\"" + (y + 19) + "\">" + esc(S[s[2]]) + "</text>");
+          }
         });
       });
       D.tenures.forEach(function (t, i) {
@@ -91,8 +94,10 @@
         t[11].forEach(function (r) {
           if (inView(r, r)) { g += vline("foreign", r, y, y + RUN_H, "a call not holding this tenure moved its expiry at " + fmt(r)); }
         });
-        t[8].forEach(function (exp) {
-          if (exp <= end && inView(exp, exp)) { g += vline("expiry", exp, y - 2, y + RUN_H + 2); }
+        // An expiry tick where a live span ran out before the tenure ended (a renewal in time
+        // moves the expiry on and leaves no tick).
+        spans.forEach(function (sp) {
+          if (sp[1] < end && inView(sp[1], sp[1])) { g += vline("expiry", sp[1], y - 2, y + RUN_H + 2); }
         });
         var liveEnd = spans.length ? spans[0][1] : start;
         if (X(liveEnd) - X(start) > 40) {
