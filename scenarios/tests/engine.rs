@@ -43,6 +43,19 @@ fn engine_scenarios_are_clean_under_current() {
     assert_clean(&F4_STALE_RETENTION, 0..30);
 }
 
+/// The queue seeds a 10,000-seed sweep of `current` failed on before a resume re-read the
+/// run under its own lease (a host's resume racing a retention delete brought the run back
+/// as a ghost; racing a worker's segment, it reused that segment's `segments` base). The
+/// minimal interleavings are store/tests/engine_resume_race.rs; these are the seeds that
+/// found them, kept while the queue's schedule still reaches the same race.
+#[test]
+fn queue_seeds_of_the_resume_race_are_clean() {
+    for seed in [1202, 2014, 2449, 3805, 4581, 5394, 7440, 9378] {
+        let out = execute(&QUEUE, ProfileName::Current, seed, None, None).expect("run");
+        assert!(out.violations.is_empty(), "queue current seed {seed}: {:?}", out.violations);
+    }
+}
+
 #[test]
 fn f1_stale_settle_is_caught_under_v1_44_1() {
     let found = first_failure(

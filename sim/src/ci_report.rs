@@ -4,7 +4,8 @@
 //!
 //! Shape: one `<testcase>` per scenario and profile (per finding row for `findings`), one
 //! `<failure>` element per failing seed carrying the witness sentence and the reproduce
-//! command. The counts agree: `tests` is the number of test cases, `failures` the number
+//! command (and one per coverage goal the sweep fell short of, `type="coverage_shortfall"`,
+//! since that fails the sweep too). The counts agree: `tests` is the number of test cases, `failures` the number
 //! of test cases with at least one failure element, on `<testsuite>` and `<testsuites>`
 //! alike; `errors` and `skipped` are 0. No timings (a report derives from its inputs only).
 
@@ -23,6 +24,13 @@ pub struct CaseFailure {
     pub reproduce: String,
 }
 
+impl CaseFailure {
+    /// Whether this is a coverage shortfall rather than a failing seed or claim.
+    pub fn is_shortfall(&self) -> bool {
+        self.kind == "coverage_shortfall"
+    }
+}
+
 /// One test case: a scenario under a profile over a seed range.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Case {
@@ -38,9 +46,16 @@ pub struct Case {
     pub note: Option<String>,
 }
 
-/// The goals a sweep never met: every goal of the report's goal table with no seed.
+/// The coverage goals a sweep fell short of (the report's `goals_unmet`), each with how
+/// many seeds met it of how many its scenario requires.
 pub fn shortfalls(r: &SweepReport) -> Vec<String> {
-    r.goals_met.iter().filter(|(_, n)| **n == 0).map(|(g, _)| g.clone()).collect()
+    r.goals_unmet
+        .iter()
+        .map(|name| match r.goals.get(name) {
+            Some(g) => format!("{name} (met in {} of {} required seeds)", g.met_seeds, g.required),
+            None => name.clone(),
+        })
+        .collect()
 }
 
 /// One case per sweep report (one scenario under one profile).
@@ -58,6 +73,16 @@ pub fn from_sweeps(reports: &[SweepReport]) -> Vec<Case> {
                     reproduce: f.reproduce.clone(),
                 })
                 .collect();
+            // A coverage shortfall fails the sweep (exit 3), so it fails the test case too.
+            failures.extend(shortfalls(r).into_iter().map(|goal| CaseFailure {
+                seed: None,
+                kind: "coverage_shortfall".into(),
+                witness: format!("coverage shortfall: {goal}"),
+                reproduce: format!(
+                    "fencesim sweep --scenario {} --profile {} --seeds {}..{}",
+                    r.scenario, r.profile, r.range.start, r.range.end
+                ),
+            }));
             failures.extend(r.nondeterministic.iter().map(|&seed| CaseFailure {
                 seed: Some(seed),
                 kind: "nondeterministic".into(),
@@ -206,7 +231,8 @@ pub fn junit(suite: &str, cases: &[Case]) -> String {
         let _ = writeln!(out, "      <properties>");
         let _ = writeln!(out, "        <property name=\"profile\" value=\"{}\" />", xml_esc(&c.profile));
         let _ = writeln!(out, "        <property name=\"seeds\" value=\"{}\" />", c.seeds);
-        let _ = writeln!(out, "        <property name=\"failing_seeds\" value=\"{}\" />", c.failures.len());
+        let failing = c.failures.iter().filter(|f| !f.is_shortfall()).count();
+        let _ = writeln!(out, "        <property name=\"failing_seeds\" value=\"{failing}\" />");
         for s in &c.shortfalls {
             let _ =
                 writeln!(out, "        <property name=\"coverage_shortfall\" value=\"{}\" />", xml_esc(s));
@@ -254,7 +280,7 @@ pub fn summary_md(title: &str, cases: &[Case]) -> String {
         out,
         "{} test case(s), {failing} failing, {} failing seed(s) in all.\n",
         cases.len(),
-        cases.iter().map(|c| c.failures.len()).sum::<usize>()
+        cases.iter().flat_map(|c| &c.failures).filter(|f| !f.is_shortfall()).count()
     );
     let _ = writeln!(out, "| scenario | profile | seeds | failures | coverage shortfalls | reproduce |");
     let _ = writeln!(out, "|---|---|---:|---:|---|---|");
@@ -264,10 +290,11 @@ pub fn summary_md(title: &str, cases: &[Case]) -> String {
         } else {
             format!("{} ({})", c.shortfalls.len(), c.shortfalls.join(", "))
         };
+        let failed: Vec<&CaseFailure> = c.failures.iter().filter(|f| !f.is_shortfall()).collect();
         let mut repro: Vec<String> =
-            c.failures.iter().take(REPRO_PER_CASE).map(|f| format!("`{}`", f.reproduce)).collect();
-        if c.failures.len() > REPRO_PER_CASE {
-            repro.push(format!("(+{} more)", c.failures.len() - REPRO_PER_CASE));
+            failed.iter().take(REPRO_PER_CASE).map(|f| format!("`{}`", f.reproduce)).collect();
+        if failed.len() > REPRO_PER_CASE {
+            repro.push(format!("(+{} more)", failed.len() - REPRO_PER_CASE));
         }
         let _ = writeln!(
             out,
@@ -275,13 +302,15 @@ pub fn summary_md(title: &str, cases: &[Case]) -> String {
             md_cell(&c.scenario),
             md_cell(&c.profile),
             c.seeds,
-            c.failures.len(),
+            failed.len(),
             md_cell(&short),
             md_cell(&repro.join("<br>"))
         );
     }
-    let all: Vec<(&Case, &CaseFailure)> =
-        cases.iter().flat_map(|c| c.failures.iter().map(move |f| (c, f))).collect();
+    let all: Vec<(&Case, &CaseFailure)> = cases
+        .iter()
+        .flat_map(|c| c.failures.iter().filter(|f| !f.is_shortfall()).map(move |f| (c, f)))
+        .collect();
     if !all.is_empty() {
         let _ = writeln!(out, "\n### Failing seeds\n");
         for (c, f) in all.iter().take(DETAILS_MAX) {

@@ -321,6 +321,32 @@ pub struct History {
     /// Every engine-moment fault point reached, in order: where the engine stood, under
     /// which epoch, when (engine properties read the deletion cascades from these).
     pub marks: Vec<Mark>,
+    /// Every fault the plan injected, in order, with the call in flight (state coverage
+    /// reads these; the timeline shows the same as its `fault` column).
+    pub faults: Vec<FaultRec>,
+}
+
+/// What the plan did at a fault point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    Yield,
+    Stall,
+    StallToExpiry,
+    Crash,
+}
+
+/// One injected fault.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FaultRec {
+    pub at_ns: u64,
+    pub node: u32,
+    pub point: store::FaultPoint,
+    pub kind: FaultKind,
+    /// The store call in flight on that node, if any.
+    pub call: Option<usize>,
+    /// The run the point was reached for, if it names one.
+    pub run_id: Option<String>,
 }
 
 /// An engine-moment fault point reached by a node.
@@ -459,6 +485,11 @@ impl Recorder {
             drop(h);
             hook(&call);
         }
+    }
+
+    /// The plan injected a fault.
+    pub fn fault(&self, rec: FaultRec) {
+        self.inner.borrow_mut().faults.push(rec);
     }
 
     /// What a successful read returned.

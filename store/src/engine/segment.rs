@@ -122,6 +122,16 @@ impl Drop for ActiveGuard<'_> {
     }
 }
 
+/// What a segment boots from: the prior journal, the segments counter before it, the
+/// genesis it carries, the meta fields it carries over, and whether a meta row existed.
+struct Prepared {
+    prior: Vec<JournalEntry>,
+    segments_before: u64,
+    genesis: Option<String>,
+    carried: RunMeta,
+    meta_present: bool,
+}
+
 /// Pending once, then ready: lets the other arm of a `select` run.
 pub(crate) struct YieldNow(pub(crate) bool);
 
@@ -144,6 +154,29 @@ where
     T: TranscriptStore,
     W: World,
 {
+    /// A resume's reads: the meta (its workflow must match `wf`) and the journal.
+    async fn prepare_resume(&self, run_id: &str, wf: &Workflow) -> Result<Prepared, EngineError> {
+        let meta = self.journal.get_meta(run_id).await.map_err(EngineError::store)?;
+        if let Some(name) = meta.as_ref().and_then(|m| m.workflow_name.as_ref()) {
+            if *name != wf.name {
+                return Err(EngineError::Config(format!(
+                    "run {run_id} was started by workflow {name:?}, not {:?}",
+                    wf.name
+                )));
+            }
+        }
+        let prior = self.journal.load(run_id).await.map_err(EngineError::store)?;
+        let segments_before = meta.as_ref().and_then(|m| m.segments).filter(|s| *s > 0).unwrap_or(1);
+        let genesis = meta.as_ref().and_then(|m| m.genesis.clone());
+        let mut carried = RunMeta::new(run_id, RunStatus::Running);
+        carried.workflow_name = Some(wf.name.clone());
+        let meta_present = meta.is_some();
+        if let Some(m) = meta {
+            carried.extra = m.extra;
+        }
+        Ok(Prepared { prior, segments_before, genesis, carried, meta_present })
+    }
+
     pub(crate) async fn segment(
         &self,
         run_id: &str,
@@ -168,32 +201,19 @@ where
         let _guard = ActiveGuard { set: &self.active, run_id: run_id.to_string() };
 
         // Prepared: reads only (a resume loads before it acquires, as rulvar does).
-        let (prior, segments_before, genesis, carried) = match start {
+        let mut prepared = match start {
             Start::Fresh => {
                 let mut carried = RunMeta::new(run_id, RunStatus::Running);
                 carried.workflow_name = Some(wf.name.clone());
-                (Vec::new(), 0, Some(self.world.mint_genesis(run_id)), carried)
-            }
-            Start::Resume => {
-                let meta = self.journal.get_meta(run_id).await.map_err(EngineError::store)?;
-                if let Some(name) = meta.as_ref().and_then(|m| m.workflow_name.as_ref()) {
-                    if *name != wf.name {
-                        return Err(EngineError::Config(format!(
-                            "run {run_id} was started by workflow {name:?}, not {:?}",
-                            wf.name
-                        )));
-                    }
+                Prepared {
+                    prior: Vec::new(),
+                    segments_before: 0,
+                    genesis: Some(self.world.mint_genesis(run_id)),
+                    carried,
+                    meta_present: false,
                 }
-                let entries = self.journal.load(run_id).await.map_err(EngineError::store)?;
-                let k = meta.as_ref().and_then(|m| m.segments).filter(|s| *s > 0).unwrap_or(1);
-                let genesis = meta.as_ref().and_then(|m| m.genesis.clone());
-                let mut carried = RunMeta::new(run_id, RunStatus::Running);
-                carried.workflow_name = Some(wf.name.clone());
-                if let Some(m) = meta {
-                    carried.extra = m.extra;
-                }
-                (entries, k, genesis, carried)
             }
+            Start::Resume => self.prepare_resume(run_id, wf).await?,
         };
 
         // Acquiring.
@@ -202,6 +222,34 @@ where
             Some(l) => l,
             None => self.journal.acquire(run_id, &self.owner).await.map_err(EngineError::store)?,
         };
+
+        // A resume that acquires its own lease prepared from reads made before it held the
+        // run: another segment may have booted in between (bumping `segments`), or a deletion
+        // may have removed the run. rulvar keeps that window (engine-model.md 1.2); this model
+        // closes it as its queue worker does: it reads again under the lease, boots from the
+        // run as it is now, and refuses a run that vanished (or was deleted and recreated: a
+        // new genesis) since the prepare, so a resume racing a deletion never brings the run
+        // back as a ghost without a journal, and no two segments share a `segments` base.
+        if owned && start == Start::Resume {
+            let again = match self.prepare_resume(run_id, wf).await {
+                Ok(p) => p,
+                Err(e) => {
+                    if !e.is_crash() {
+                        release_quietly(&self.journal, &lease).await?;
+                    }
+                    return Err(e);
+                }
+            };
+            let vanished = prepared.meta_present && !again.meta_present;
+            let recreated = prepared.meta_present && again.meta_present && again.genesis != prepared.genesis;
+            if vanished || recreated {
+                release_quietly(&self.journal, &lease).await?;
+                let how = if vanished { "deleted" } else { "deleted and recreated" };
+                return Err(EngineError::Config(format!("run {run_id} was {how} while its resume prepared")));
+            }
+            prepared = again;
+        }
+        let Prepared { prior, segments_before, genesis, carried, .. } = prepared;
 
         let seg = Seg {
             run_id,

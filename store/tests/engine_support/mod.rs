@@ -317,3 +317,70 @@ impl<T: store::TranscriptStore> store::TranscriptStore for RecordingBlobs<T> {
         self.inner.fenced_writes()
     }
 }
+
+/// Something another process does meanwhile (run once).
+pub type Meanwhile = Box<dyn FnOnce() -> LocalFuture<'static, ()>>;
+
+/// Wraps a store; the first `acquire` through it first lets `meanwhile` run to completion
+/// (another process acting between a caller's reads and its acquire), then acquires.
+#[derive(Clone)]
+pub struct BeforeAcquire<S> {
+    pub inner: S,
+    pub meanwhile: Rc<RefCell<Option<Meanwhile>>>,
+}
+
+impl<S> BeforeAcquire<S> {
+    pub fn new(inner: S, meanwhile: Meanwhile) -> BeforeAcquire<S> {
+        BeforeAcquire { inner, meanwhile: Rc::new(RefCell::new(Some(meanwhile))) }
+    }
+    /// Whether the interleaving has run.
+    pub fn ran(&self) -> bool {
+        self.meanwhile.borrow().is_none()
+    }
+}
+
+impl<S: JournalStore> JournalStore for BeforeAcquire<S> {
+    async fn append(&self, run_id: &str, entry: &JournalEntry, lease: Option<&Lease>) -> Result<()> {
+        self.inner.append(run_id, entry, lease).await
+    }
+    async fn load(&self, run_id: &str) -> Result<Vec<JournalEntry>> {
+        self.inner.load(run_id).await
+    }
+    async fn put_meta(&self, meta: &RunMeta, lease: Option<&Lease>) -> Result<()> {
+        self.inner.put_meta(meta, lease).await
+    }
+    async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunMeta>> {
+        self.inner.list_runs(filter).await
+    }
+    async fn delete(&self, run_id: &str, lease: Option<&Lease>) -> Result<()> {
+        self.inner.delete(run_id, lease).await
+    }
+    fn fenced_writes(&self) -> bool {
+        self.inner.fenced_writes()
+    }
+}
+
+impl<S: MetaLookup> MetaLookup for BeforeAcquire<S> {
+    async fn get_meta(&self, run_id: &str) -> Result<Option<RunMeta>> {
+        self.inner.get_meta(run_id).await
+    }
+}
+
+impl<S: LeasableStore> LeasableStore for BeforeAcquire<S> {
+    async fn acquire(&self, run_id: &str, owner: &str) -> Result<Lease> {
+        let meanwhile = self.meanwhile.borrow_mut().take();
+        if let Some(m) = meanwhile {
+            m().await;
+        }
+        self.inner.acquire(run_id, owner).await
+    }
+    async fn renew(&self, lease: &Lease) -> Result<()> {
+        self.inner.renew(lease).await
+    }
+    async fn release(&self, lease: &Lease) -> Result<()> {
+        self.inner.release(lease).await
+    }
+    fn lease_ttl(&self) -> Option<Duration> {
+        self.inner.lease_ttl()
+    }
+}
