@@ -165,7 +165,7 @@ pub fn from_findings(r: &FindingsReport, witness: &dyn Fn(&str, u64) -> Option<S
         });
     }
     for s in &r.current_clean.scenarios {
-        let failures = s
+        let mut failures: Vec<CaseFailure> = s
             .failing_seeds
             .iter()
             .map(|&seed| CaseFailure {
@@ -176,12 +176,43 @@ pub fn from_findings(r: &FindingsReport, witness: &dyn Fn(&str, u64) -> Option<S
                 reproduce: format!("fencesim run --scenario {} --profile current --seed {seed}", s.scenario),
             })
             .collect();
+        failures.extend(s.nondeterministic.iter().map(|&seed| CaseFailure {
+            seed: Some(seed),
+            kind: "nondeterministic".into(),
+            witness: format!("seed {seed} gave two different trace hashes in two runs"),
+            reproduce: format!(
+                "fencesim sweep --scenario {} --profile current --seeds {seed}..{} --check-determinism",
+                s.scenario,
+                seed + 1
+            ),
+        }));
+        // What `findings` counts against a clean sweep besides failing seeds: goals short of
+        // their share and key fault points that never fired.
+        let mut shortfalls: Vec<String> = s
+            .goals_unmet
+            .iter()
+            .map(|name| match s.goals.get(name) {
+                Some(g) => format!("{name} (met in {} of {} required seeds)", g.met_seeds, g.required),
+                None => name.clone(),
+            })
+            .collect();
+        shortfalls
+            .extend(s.key_points.iter().filter(|k| k.fired == 0).map(|k| format!("{} never fired", k.point)));
+        failures.extend(shortfalls.iter().map(|goal| CaseFailure {
+            seed: None,
+            kind: "coverage_shortfall".into(),
+            witness: format!("coverage shortfall: {goal}"),
+            reproduce: format!(
+                "fencesim sweep --scenario {} --profile current --seeds 0..{}",
+                s.scenario, s.seeds
+            ),
+        }));
         cases.push(Case {
             scenario: s.scenario.clone(),
             profile: "current".into(),
             name: format!("{} profile=current seeds 0..{}", s.scenario, s.seeds),
             seeds: s.seeds,
-            shortfalls: s.key_points.iter().filter(|k| k.fired == 0).map(|k| k.point.clone()).collect(),
+            shortfalls,
             failures,
             note: None,
         });
