@@ -359,6 +359,8 @@ fn browse_url(chromium: &Path, url: &str, mode: &[&str]) -> std::process::Output
             "--host-resolver-rules=MAP * ~NOTFOUND",
             "--proxy-server=127.0.0.1:9",
             "--window-size=1400,900",
+            // Let the page settle (script, layout, paint) before the DOM or the picture is taken.
+            "--virtual-time-budget=3000",
         ])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .args(mode)
