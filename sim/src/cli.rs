@@ -58,6 +58,9 @@ enum Command {
         /// Keep a copy of the final database here (for `fencesim audit`).
         #[arg(long)]
         keep_db: Option<PathBuf>,
+        /// Write the run's timeline as one self-contained HTML page.
+        #[arg(long)]
+        html: Option<PathBuf>,
     },
     /// Run a range of seeds in parallel and summarise.
     Sweep {
@@ -82,6 +85,14 @@ enum Command {
         check_determinism: bool,
         #[arg(long)]
         json: Option<PathBuf>,
+        #[command(flatten)]
+        ci: CiArgs,
+        /// Write one HTML page per failing seed and an index.html into this directory.
+        #[arg(long)]
+        html_dir: Option<PathBuf>,
+        /// At most this many pages with --html-dir (the index lists how many were left out).
+        #[arg(long, default_value_t = 100)]
+        html_max: usize,
     },
     /// Audit a real database file with rulvar's reconciler; `--repair` fixes meta-behind
     /// and stranded runs under a brief lease each (live owners are skipped).
@@ -105,6 +116,8 @@ enum Command {
         files: Vec<PathBuf>,
         #[arg(long)]
         json: Option<PathBuf>,
+        #[command(flatten)]
+        ci: CiArgs,
     },
     /// The findings table: each historical flaw caught by its targeted scenario under its
     /// flawed profile (first failing seed, seeds needed, the generic property that caught
@@ -122,6 +135,8 @@ enum Command {
         jobs: Option<usize>,
         #[arg(long)]
         json: Option<PathBuf>,
+        #[command(flatten)]
+        ci: CiArgs,
     },
     /// Shrink a failing seed's plan (fewer nodes, smaller workload, ddmin over the fault
     /// decisions) to a smaller plan that fails the same property.
@@ -152,6 +167,9 @@ enum Command {
         /// Candidate-run budget.
         #[arg(long, default_value_t = 5000)]
         max_runs: u64,
+        /// Write the shrunk witness's timeline as one self-contained HTML page.
+        #[arg(long)]
+        html: Option<PathBuf>,
     },
     /// One soak storm: N real OS processes over one SQLite file with --real, else its
     /// simulated twin; judged by the same oracle.
@@ -164,6 +182,33 @@ enum Command {
     /// (internal) One kill-point child process.
     #[command(hide = true)]
     KillChild(crate::real::cli::KillChildArgs),
+}
+
+/// Reports for CI systems (`sweep`, `merge`, `findings`).
+#[derive(clap::Args, Debug)]
+struct CiArgs {
+    /// Write a JUnit XML report: one test case per scenario and profile, one failure
+    /// element per failing seed.
+    #[arg(long)]
+    junit: Option<PathBuf>,
+    /// Write a Markdown summary (for $GITHUB_STEP_SUMMARY).
+    #[arg(long)]
+    summary_md: Option<PathBuf>,
+}
+
+impl CiArgs {
+    /// Write the requested reports; an unwritable file is a usage error (exit 2).
+    fn write(&self, suite: &str, cases: &[crate::ci_report::Case]) -> Result<(), String> {
+        if let Some(path) = &self.junit {
+            std::fs::write(path, crate::ci_report::junit(suite, cases))
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
+        if let Some(path) = &self.summary_md {
+            std::fs::write(path, crate::ci_report::summary_md(&format!("fencesim {suite}"), cases))
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
+        Ok(())
+    }
 }
 
 /// A usage error: printed, exit code 2.
@@ -214,7 +259,7 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
             }
             0
         }
-        Command::Run { scenario, profile, seed, plan, plan_out, trace, json, quiet, keep_db } => {
+        Command::Run { scenario, profile, seed, plan, plan_out, trace, json, quiet, keep_db, html } => {
             let scenario = match find_scenario(catalog, &scenario) {
                 Ok(s) => s,
                 Err(e) => return usage(e),
@@ -252,6 +297,11 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                     return usage(format!("cannot write trace {}: {e}", path.display()));
                 }
             }
+            if let Some(path) = html {
+                if let Err(e) = std::fs::write(&path, crate::html::page(&out.history, &out.report, None)) {
+                    return usage(format!("cannot write page {}: {e}", path.display()));
+                }
+            }
             if json {
                 println!("{}", serde_json::to_string_pretty(&out.report).unwrap_or_default());
             } else {
@@ -269,7 +319,19 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
             }
             i32::from(!out.report.passed)
         }
-        Command::Sweep { scenario, profile, seeds, jobs, shard, fail_fast, check_determinism, json } => {
+        Command::Sweep {
+            scenario,
+            profile,
+            seeds,
+            jobs,
+            shard,
+            fail_fast,
+            check_determinism,
+            json,
+            ci,
+            html_dir,
+            html_max,
+        } => {
             let scenarios: Vec<&'static dyn Scenario> = if scenario == "all" {
                 catalog.to_vec()
             } else {
@@ -294,6 +356,7 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                 jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
             let progress = std::io::stderr().is_terminal();
             let mut reports = Vec::new();
+            let swept = scenarios.clone();
             for s in scenarios {
                 let opts = SweepOptions {
                     profile,
@@ -316,6 +379,16 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                 };
                 if let Err(e) = std::fs::write(&path, body.unwrap_or_default()) {
                     return usage(format!("cannot write {}: {e}", path.display()));
+                }
+            }
+            if let Err(e) = ci.write("sweep", &crate::ci_report::from_sweeps(&reports)) {
+                return usage(e);
+            }
+            if let Some(dir) = html_dir {
+                let pairs: Vec<_> = swept.iter().copied().zip(reports.iter()).collect();
+                match crate::html::dir::write(&dir, &pairs, html_max) {
+                    Ok(w) => eprintln!("wrote {} page(s) and index.html to {}", w.pages, dir.display()),
+                    Err(e) => return usage(e),
                 }
             }
             sweep::exit_code(&reports)
@@ -370,7 +443,7 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
             println!("{} seeds per second on one core: {:.1}", scenario.name(), report.seeds_per_sec);
             i32::from(!report.failures.is_empty())
         }
-        Command::Merge { files, json } => {
+        Command::Merge { files, json, ci } => {
             let mut parts = Vec::new();
             for f in &files {
                 match std::fs::read_to_string(f)
@@ -388,6 +461,9 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                 Err(e) => return usage(e),
             };
             print!("{}", merged.summary_table());
+            if let Err(e) = ci.write("sweep", &crate::ci_report::from_sweeps(std::slice::from_ref(&merged))) {
+                return usage(e);
+            }
             if let Some(path) = json {
                 if let Err(e) =
                     std::fs::write(&path, serde_json::to_string_pretty(&merged).unwrap_or_default())
@@ -397,7 +473,7 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
             }
             sweep::exit_code(std::slice::from_ref(&merged))
         }
-        Command::Findings { seeds, rows, jobs, json } => {
+        Command::Findings { seeds, rows, jobs, json, ci } => {
             let jobs =
                 jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
             let opts = crate::findings::FindingsOptions {
@@ -412,6 +488,14 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                 Err(e) => return usage(e),
             };
             print!("{}", report.table());
+            let witness = |name: &str, seed: u64| -> Option<String> {
+                let s = find_scenario(catalog, name).ok()?;
+                let out = execute(s, ProfileName::Current, seed, None, None).ok()?;
+                out.violations.first().map(|v| format!("{}: {}", v.property, v.witness))
+            };
+            if let Err(e) = ci.write("findings", &crate::ci_report::from_findings(&report, &witness)) {
+                return usage(e);
+            }
             if let Some(path) = json {
                 if let Err(e) =
                     std::fs::write(&path, serde_json::to_string_pretty(&report).unwrap_or_default())
@@ -421,10 +505,10 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
             }
             i32::from(!report.ok())
         }
-        Command::Shrink { scenario, profile, seed, plan, property, op, finding, out, max_runs } => {
+        Command::Shrink { scenario, profile, seed, plan, property, op, finding, out, max_runs, html } => {
             shrink_command(
                 catalog,
-                ShrinkArgs { scenario, profile, seed, plan, property, op, finding, out, max_runs },
+                ShrinkArgs { scenario, profile, seed, plan, property, op, finding, out, max_runs, html },
             )
         }
         Command::Soak(args) => crate::real::cli::soak(args, catalog),
@@ -444,6 +528,7 @@ struct ShrinkArgs {
     finding: Option<String>,
     out: Option<PathBuf>,
     max_runs: u64,
+    html: Option<PathBuf>,
 }
 
 fn read_plan(path: &std::path::Path) -> Result<Plan, String> {
@@ -550,6 +635,18 @@ fn shrink_command(catalog: &[&'static dyn Scenario], a: ShrinkArgs) -> i32 {
             print!("{}", witness_text(&min, Some(target)));
             println!();
             println!("reproduce: {}", min.report.reproduce);
+            if let Some(path) = &a.html {
+                // Lead with the violation the shrink kept.
+                let lead = min
+                    .violations
+                    .iter()
+                    .find(|v| v.call.is_some() && target.holds(std::slice::from_ref(v)))
+                    .and_then(|v| v.call);
+                let page = crate::html::page_leading(&min.history, &min.report, Some("shrunk witness"), lead);
+                if let Err(e) = std::fs::write(path, page) {
+                    return usage(format!("cannot write page {}: {e}", path.display()));
+                }
+            }
             0
         }
         Err(e) => usage(e),

@@ -17,10 +17,12 @@ compile_error!(
 
 pub mod actors;
 pub mod audit;
+pub mod ci_report;
 pub mod cli;
 pub mod env;
 pub mod findings;
 pub mod history;
+pub mod html;
 pub mod oracle;
 pub mod plan;
 pub mod real;

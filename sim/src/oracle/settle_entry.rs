@@ -53,6 +53,7 @@ fn meta_of(c: &Call) -> Option<(String, Option<u64>)> {
 
 fn run_settle_matches_its_segment(j: &Judged, out: &mut Vec<Violation>) {
     // Per segment (run, owner, epoch): its meta writes in apply order.
+    #[allow(clippy::type_complexity)]
     let mut metas: BTreeMap<(&str, &str, u64), Vec<(usize, &Call)>> = BTreeMap::new();
     for (i, &c) in j.applied.iter().enumerate() {
         if let (OpKind::PutMeta, Some(l)) = (c.op, &c.lease) {
