@@ -25,7 +25,7 @@ use sim::plan::{FaultProfile, Knobs, Plan};
 use sim::recorded::{RecordedStore, RecordedTranscripts};
 use sim::seed::{rng, Draw};
 use sim::world::{FinalState, NodeCtx, Scenario, WorldState};
-use store::engine::{Engine, Worker, Workflow};
+use store::engine::{audit_run, repair_run, Engine, RepairAction, Worker, Workflow};
 use store::{
     FaultPoint, JournalStore, LeasableStore, LocalFuture, MetaLookup, Moment, RunFilter, RunMeta, RunStatus,
     StoreError,
@@ -492,8 +492,47 @@ async fn worker_loop(
         if r.chance(200) && !prune_one(engine, sink, &mut r).await {
             return;
         }
+        if (sh.heal.get() || r.chance(150)) && !audit_repair(engine, sink, index, incarnation).await {
+            return;
+        }
         madsim::time::sleep(Duration::from_millis(r.between(30, 150))).await;
     }
+}
+
+/// The operator probe of `runs audit --repair`, as its own identity: audit every listed
+/// run and repair the meta-behind and stranded ones under a brief lease each (a live
+/// owner is skipped, never raced). `false`: the process died.
+async fn audit_repair(engine: &SimEngine, sink: &FactSink, index: u32, incarnation: u32) -> bool {
+    let operator = format!("operator-n{index}-i{incarnation}");
+    let journal = engine.journal();
+    let env = engine.env().clone();
+    let probe = async {
+        let Ok(metas) = journal.list_runs(&RunFilter::default()).await else { return true };
+        for meta in metas {
+            match audit_run(journal, &meta.run_id).await {
+                Ok(a) if a.repair_to.is_some() => {}
+                Ok(_) => continue,
+                Err(StoreError::Crashed { .. }) => return false,
+                Err(_) => continue,
+            }
+            match repair_run(journal, &env, &meta.run_id, &operator).await {
+                Ok(RepairAction::Failed(e)) => sink.fact(FactKind::Failed {
+                    run_id: meta.run_id.clone(),
+                    what: "repair".into(),
+                    error: e,
+                }),
+                Ok(_) => {}
+                Err(StoreError::Crashed { .. }) => return false,
+                Err(e) => sink.fact(FactKind::Failed {
+                    run_id: meta.run_id.clone(),
+                    what: "repair".into(),
+                    error: e.to_string(),
+                }),
+            }
+        }
+        true
+    };
+    under_actor(&operator, probe).await
 }
 
 /// Prune one `ok` run's spent checkpoints under a brief lease (rulvar's `pruneRun` as an

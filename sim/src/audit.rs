@@ -12,8 +12,8 @@ use std::path::Path;
 use std::rc::Rc;
 
 use serde::Serialize;
-use store::engine::{audit_runs, iso_time, reconcile_run_meta, RunAudit, Verdict};
-use store::{Env, LeasableStore, SqliteOptions, SqliteStore, StoreError, SystemEnv};
+use store::engine::{audit_runs, repair_run, RepairAction, RunAudit, Verdict};
+use store::{Env, SqliteOptions, SqliteStore, StoreError, SystemEnv};
 
 /// The identity the audit's brief leases carry.
 pub const AUDIT_OWNER: &str = "fencesim-audit";
@@ -102,16 +102,11 @@ fn check_is_store(db: &Path) -> Result<(), StoreError> {
 }
 
 async fn repair_one(store: &SqliteStore, env: &Rc<dyn Env>, run_id: &str) -> Result<Action, StoreError> {
-    let lease = match store.acquire(run_id, AUDIT_OWNER).await {
-        Ok(l) => l,
-        Err(StoreError::LeaseHeld { .. }) => return Ok(Action::SkippedLiveOwner),
-        Err(e) => return Ok(Action::Failed(e.to_string())),
-    };
-    let result = reconcile_run_meta(store, run_id, Some(&lease), iso_time(env.now_ms())).await;
-    let _ = store.release(&lease).await;
-    Ok(match result {
-        Ok((_, true)) => Action::Repaired,
-        Ok((_, false)) => Action::None,
+    Ok(match repair_run(store, env, run_id, AUDIT_OWNER).await {
+        Ok(RepairAction::Repaired) => Action::Repaired,
+        Ok(RepairAction::None) => Action::None,
+        Ok(RepairAction::SkippedLiveOwner) => Action::SkippedLiveOwner,
+        Ok(RepairAction::Failed(e)) => Action::Failed(e),
         Err(e) => Action::Failed(e.to_string()),
     })
 }

@@ -161,6 +161,9 @@ fault_points! {
     EngineRenewBeforeRenew => "engine.renew.before_renew", Engine;
     /// Offline resolution: the brief lease is held; the resolution entry is not appended.
     EngineResolveAfterAcquire => "engine.resolve.after_acquire", Engine;
+    /// Audit repair (the operator probe): the brief lease is held; the run is not re-audited
+    /// and its meta not rewritten yet.
+    EngineRepairAfterAcquire => "engine.repair.after_acquire", Engine;
     /// A host `delete_run`: every blob is deleted; the journal delete is not made.
     EngineDeleteAfterBlobs => "engine.delete.after_blobs", Engine;
     /// Worker sweep: the candidate's lease is acquired; nothing loaded yet.

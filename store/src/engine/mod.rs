@@ -20,7 +20,9 @@ mod worker;
 mod workflow;
 mod world;
 
-pub use reconcile::{audit_run, audit_runs, classify, reconcile_run_meta, RunAudit, Verdict};
+pub use reconcile::{
+    audit_run, audit_runs, classify, reconcile_run_meta, repair_run, RepairAction, RunAudit, Verdict,
+};
 pub use segment::{decode_checkpoint, encode_checkpoint, CheckpointState};
 pub use worker::{Retention, SweepReport, Worker};
 pub use workflow::{await_key, Op, Workflow};

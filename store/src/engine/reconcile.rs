@@ -10,9 +10,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::last_run_settle;
+use std::rc::Rc;
+
+use super::{iso_time, last_run_settle};
+use crate::env::{Env, FaultSite};
 use crate::error::StoreError;
-use crate::spi::{JournalStore, MetaLookup};
+use crate::fault::FaultPoint;
+use crate::spi::{JournalStore, LeasableStore, MetaLookup};
 use crate::types::{JournalEntry, Lease, RunFilter, RunStatus};
 
 /// The audit's classification of one run.
@@ -166,6 +170,58 @@ pub async fn reconcile_run_meta<J: JournalStore + MetaLookup>(
     meta.updated_at = Some(now);
     store.put_meta(&meta, lease).await?;
     Ok((audit, true))
+}
+
+/// What the operator probe did to one run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RepairAction {
+    /// Nothing to repair (consistent, or an ambiguous `suspect` that is never rewritten).
+    None,
+    /// The meta status was rewritten.
+    Repaired,
+    /// A live owner holds the run: left alone, never raced.
+    SkippedLiveOwner,
+    /// The repair failed (the error, in words).
+    Failed(String),
+}
+
+/// rulvar's `runs audit --repair` for one run: a brief lease of `owner` (a live owner is
+/// skipped), re-audit and repair under it (`reconcile_run_meta`), release. A crash
+/// (`StoreError::Crashed`) is returned as the error; every other failure is reported in
+/// the action.
+pub async fn repair_run<J: JournalStore + LeasableStore + MetaLookup>(
+    store: &J,
+    env: &Rc<dyn Env>,
+    run_id: &str,
+    owner: &str,
+) -> Result<RepairAction, StoreError> {
+    let lease = match store.acquire(run_id, owner).await {
+        Ok(l) => l,
+        Err(StoreError::LeaseHeld { .. }) => return Ok(RepairAction::SkippedLiveOwner),
+        Err(e @ StoreError::Crashed { .. }) => return Err(e),
+        Err(e) => return Ok(RepairAction::Failed(e.to_string())),
+    };
+    let site = FaultSite {
+        point: FaultPoint::EngineRepairAfterAcquire,
+        run_id: Some(run_id),
+        epoch: Some(lease.epoch.0),
+    };
+    if let Some(f) = env.fault(&site) {
+        f.await.map_err(|_| StoreError::Crashed { point: FaultPoint::EngineRepairAfterAcquire.name() })?;
+    }
+    let result = reconcile_run_meta(store, run_id, Some(&lease), iso_time(env.now_ms())).await;
+    if let Err(e @ StoreError::Crashed { .. }) = &result {
+        return Err(e.clone());
+    }
+    if let Err(e @ StoreError::Crashed { .. }) = store.release(&lease).await {
+        return Err(e);
+    }
+    Ok(match result {
+        Ok((_, true)) => RepairAction::Repaired,
+        Ok((_, false)) => RepairAction::None,
+        Err(e) => RepairAction::Failed(e.to_string()),
+    })
 }
 
 /// Audit every run in the catalog (a journal with no meta row never shows up here).
