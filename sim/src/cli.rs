@@ -23,6 +23,14 @@ use crate::world::Scenario;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Drive a foreign store: the command that starts one store process (speaking the
+    /// protocol of docs/foreign-stores.md), e.g. "python3 foreign/python/sqlite_store.py".
+    /// For run, sweep, shrink, findings (store scenarios only) and conformance.
+    #[arg(long, global = true)]
+    store: Option<String>,
+    /// The wall-clock guard on each reply of a foreign store process, in ms.
+    #[arg(long, global = true, default_value_t = 5000)]
+    store_guard_ms: u64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -150,6 +158,13 @@ enum Command {
         #[arg(long, default_value_t = 5000)]
         max_runs: u64,
     },
+    /// rulvar's conformance checks (the same ids) over the Rust store, or over a foreign
+    /// store with --store.
+    Conformance {
+        /// Only these check ids (default: all).
+        #[arg(long = "check")]
+        checks: Vec<String>,
+    },
     /// One soak storm: N real OS processes over one SQLite file with --real, else its
     /// simulated twin; judged by the same oracle.
     Soak(crate::real::cli::SoakArgs),
@@ -199,7 +214,25 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
             return if e.use_stderr() { 2 } else { 0 };
         }
     };
+    let foreign = match crate::foreign::cli_spec(cli.store.as_deref(), cli.store_guard_ms) {
+        Ok(f) => f,
+        Err(e) => return usage(e),
+    };
+    if foreign.is_some()
+        && !matches!(
+            cli.command,
+            Command::Run { .. }
+                | Command::Sweep { .. }
+                | Command::Shrink { .. }
+                | Command::Findings { .. }
+                | Command::Conformance { .. }
+        )
+    {
+        return usage("--store works with run, sweep, shrink, findings and conformance".into());
+    }
+    crate::foreign::set_global(foreign.clone());
     match cli.command {
+        Command::Conformance { checks } => crate::foreign::conformance::main(foreign.map(std::sync::Arc::new), &checks),
         Command::List => {
             println!("scenarios:");
             for s in catalog {
@@ -252,6 +285,9 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
             if json {
                 println!("{}", serde_json::to_string_pretty(&out.report).unwrap_or_default());
             } else {
+                if let Some(spec) = crate::foreign::active() {
+                    println!("store: {}", crate::foreign::describe(&spec));
+                }
                 if !quiet {
                     print!("{}", timeline(&out.history));
                     println!();
@@ -289,10 +325,18 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                 let opts =
                     SweepOptions { profile, range, shard, jobs, fail_fast, check_determinism, progress };
                 let report = sweep::run(s, &opts);
+                if let Some(spec) = crate::foreign::active() {
+                    println!("store: {}", crate::foreign::describe(&spec));
+                }
                 print!("{}", report.summary_table());
                 reports.push(report);
             }
             let failed = reports.iter().any(|r| !r.failures.is_empty() || !r.nondeterministic.is_empty());
+            if crate::foreign::active().is_some()
+                && reports.iter().any(|r| r.failures.iter().any(|f| f.properties.iter().any(|p| p == "harness_error")))
+            {
+                return 2;
+            }
             if let Some(path) = json {
                 let body = if reports.len() == 1 {
                     serde_json::to_string_pretty(&reports[0])

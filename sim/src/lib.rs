@@ -17,9 +17,11 @@ compile_error!(
 
 pub mod actors;
 pub mod audit;
+pub mod child;
 pub mod cli;
 pub mod env;
 pub mod findings;
+pub mod foreign;
 pub mod history;
 pub mod oracle;
 pub mod plan;
