@@ -73,8 +73,18 @@ pub struct ChildProc {
 
 impl ChildProc {
     /// Spawn `cmd` with stdout piped, stdin piped (or `/dev/null`), stderr as asked.
-    pub fn spawn(mut cmd: Command, piped_stdin: bool, stderr: Stderr) -> std::io::Result<ChildProc> {
-        cmd.stdout(Stdio::piped());
+    pub fn spawn(cmd: Command, piped_stdin: bool, stderr: Stderr) -> std::io::Result<ChildProc> {
+        ChildProc::spawn_with(cmd, piped_stdin, true, stderr)
+    }
+
+    /// As [`ChildProc::spawn`], with stdout piped or `/dev/null`.
+    pub fn spawn_with(
+        mut cmd: Command,
+        piped_stdin: bool,
+        piped_stdout: bool,
+        stderr: Stderr,
+    ) -> std::io::Result<ChildProc> {
+        cmd.stdout(if piped_stdout { Stdio::piped() } else { Stdio::null() });
         cmd.stdin(if piped_stdin { Stdio::piped() } else { Stdio::null() });
         let mut stderr_file = None;
         match stderr {
