@@ -50,7 +50,9 @@ fn leftovers(pid: u32) -> Vec<String> {
     for dir in [Path::new("/dev/shm").to_path_buf(), std::env::temp_dir()] {
         for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             let name = e.file_name().to_string_lossy().to_string();
-            if name.starts_with(&format!("fencesim-{pid}-")) || name.starts_with(&format!("fencesim-child-{pid}-")) {
+            if name.starts_with(&format!("fencesim-{pid}-"))
+                || name.starts_with(&format!("fencesim-child-{pid}-"))
+            {
                 found.push(name);
             }
         }
@@ -88,9 +90,21 @@ fn the_same_seed_over_the_rust_and_the_python_store_ends_with_the_same_verdict()
         let rust = with_store(None, || execute(s, ProfileName::Current, seed, None, None)).unwrap();
         let py = with_store(Some(spec("")), || execute(s, ProfileName::Current, seed, None, None)).unwrap();
         assert!(rust.report.passed, "{name} seed {seed} over Rust: {:?}", rust.violations);
-        assert_eq!(py.report.passed, rust.report.passed, "{name} seed {seed} over Python: {:?}", py.violations);
+        assert_eq!(
+            py.report.passed, rust.report.passed,
+            "{name} seed {seed} over Python: {:?}",
+            py.violations
+        );
+        // The reference store emits every hook point the Rust store has, in the same places:
+        // its history is the Rust store's, byte for byte.
+        let line = sim::foreign::compare::compare_line(&rust, &py);
+        assert!(
+            line.contains("same verdict") && line.contains("histories identical"),
+            "{name} seed {seed}: {line}"
+        );
         // Twice over Python: the child's behaviour is deterministic.
-        let again = with_store(Some(spec("")), || execute(s, ProfileName::Current, seed, None, None)).unwrap();
+        let again =
+            with_store(Some(spec("")), || execute(s, ProfileName::Current, seed, None, None)).unwrap();
         assert_eq!(again.report.trace_hash, py.report.trace_hash, "{name} seed {seed}");
     }
 }
@@ -136,17 +150,40 @@ const HELLO: &str = r#"read l; echo '{"id":1,"ok":{"protocol":1,"store":"fake","
 fn every_child_fault_is_a_harness_error_naming_the_process_and_the_call() {
     let dir = tempfile::tempdir().unwrap();
     let cases = [
-        ("version", r#"read l; echo '{"id":1,"ok":{"protocol":2,"store":"fake","version":"0"}}'; sleep 5"#.to_string(), "protocol version 2"),
+        (
+            "version",
+            r#"read l; echo '{"id":1,"ok":{"protocol":2,"store":"fake","version":"0"}}'; sleep 5"#
+                .to_string(),
+            "protocol version 2",
+        ),
         ("garbage", format!("{HELLO}; read l; echo 'hello there'; sleep 5"), "not JSON"),
-        ("wrong-id", format!("{HELLO}; read l; echo '{{\"id\":7,\"ok\":null}}'; sleep 5"), "call 2 was asked"),
-        ("unknown-error", format!("{HELLO}; read l; echo '{{\"id\":2,\"err\":{{\"code\":\"oops\"}}}}'; sleep 5"), "unknown error code"),
+        (
+            "wrong-id",
+            format!("{HELLO}; read l; echo '{{\"id\":7,\"ok\":null}}'; sleep 5"),
+            "call 2 was asked",
+        ),
+        (
+            "unknown-error",
+            format!("{HELLO}; read l; echo '{{\"id\":2,\"err\":{{\"code\":\"oops\"}}}}'; sleep 5"),
+            "unknown error code",
+        ),
         ("exits", format!("{HELLO}; read l; echo dying >&2; exit 3"), "closed its stdout"),
         ("silent", format!("{HELLO}; read l; exec sleep 30"), "wall-clock guard"),
     ];
     for (name, body, expect) in cases {
         let cmd = fake(dir.path(), name, &body);
-        let (code, text, pid) =
-            fencesim(&["run", "--scenario", "soak", "--seed", "1", "--quiet", "--store", &cmd, "--store-guard-ms", "500"]);
+        let (code, text, pid) = fencesim(&[
+            "run",
+            "--scenario",
+            "soak",
+            "--seed",
+            "1",
+            "--quiet",
+            "--store",
+            &cmd,
+            "--store-guard-ms",
+            "500",
+        ]);
         assert_eq!(code, Some(2), "{name}: {text}");
         assert!(text.contains("harness error") && text.contains(expect), "{name}: {text}");
         assert!(text.contains("node ") && text.contains("call "), "{name} names no process or call: {text}");

@@ -52,7 +52,9 @@ impl std::fmt::Display for ReadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ReadError::Eof => f.write_str("closed its stdout (exited?)"),
-            ReadError::Timeout(d) => write!(f, "did not answer within the {} ms wall-clock guard", d.as_millis()),
+            ReadError::Timeout(d) => {
+                write!(f, "did not answer within the {} ms wall-clock guard", d.as_millis())
+            }
             ReadError::Io(e) => write!(f, "unreadable stdout: {e}"),
         }
     }
@@ -96,7 +98,8 @@ impl ChildProc {
             }
             Stderr::Capture => {
                 let n = STDERR_COUNTER.fetch_add(1, Ordering::Relaxed);
-                let path = std::env::temp_dir().join(format!("fencesim-child-{}-{n}.stderr", std::process::id()));
+                let path =
+                    std::env::temp_dir().join(format!("fencesim-child-{}-{n}.stderr", std::process::id()));
                 let file = std::fs::File::create(&path)?;
                 cmd.stderr(Stdio::from(file));
                 stderr_file = Some(path);
@@ -270,7 +273,10 @@ mod tests {
     fn a_silent_child_trips_the_guard_and_is_killed_and_reaped_on_drop() {
         let mut c = ChildProc::spawn(sh("exec sleep 30"), true, Stderr::Null).unwrap();
         let pid = c.id();
-        assert_eq!(c.read_line(Some(Duration::from_millis(50))), Err(ReadError::Timeout(Duration::from_millis(50))));
+        assert_eq!(
+            c.read_line(Some(Duration::from_millis(50))),
+            Err(ReadError::Timeout(Duration::from_millis(50)))
+        );
         drop(c);
         assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "child {pid} still exists");
     }

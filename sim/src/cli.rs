@@ -232,7 +232,9 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
     }
     crate::foreign::set_global(foreign.clone());
     match cli.command {
-        Command::Conformance { checks } => crate::foreign::conformance::main(foreign.map(std::sync::Arc::new), &checks),
+        Command::Conformance { checks } => {
+            crate::foreign::conformance::main(foreign.map(std::sync::Arc::new), &checks)
+        }
         Command::List => {
             println!("scenarios:");
             for s in catalog {
@@ -267,6 +269,7 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                 },
             };
             crate::world::keep_db_of_next_run(keep_db);
+            let same_plan = crate::foreign::active().and(loaded.clone());
             let out = match execute(scenario, profile, seed, loaded, plan_file.as_deref()) {
                 Ok(o) => o,
                 Err(e) => return usage(e),
@@ -287,6 +290,12 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
             } else {
                 if let Some(spec) = crate::foreign::active() {
                     println!("store: {}", crate::foreign::describe(&spec));
+                    match crate::foreign::with_store(None, || {
+                        execute(scenario, profile, seed, same_plan, None)
+                    }) {
+                        Ok(rust) => println!("{}", crate::foreign::compare::compare_line(&rust, &out)),
+                        Err(e) => println!("same seed over the Rust store: harness error: {e}"),
+                    }
                 }
                 if !quiet {
                     print!("{}", timeline(&out.history));
@@ -333,7 +342,9 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
             }
             let failed = reports.iter().any(|r| !r.failures.is_empty() || !r.nondeterministic.is_empty());
             if crate::foreign::active().is_some()
-                && reports.iter().any(|r| r.failures.iter().any(|f| f.properties.iter().any(|p| p == "harness_error")))
+                && reports
+                    .iter()
+                    .any(|r| r.failures.iter().any(|f| f.properties.iter().any(|p| p == "harness_error")))
             {
                 return 2;
             }

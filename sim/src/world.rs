@@ -520,7 +520,8 @@ async fn node_init(scenario: &'static dyn Scenario, index: u32) {
     let env_dyn: Rc<dyn store::Env> = env.clone();
     let store = match crate::foreign::active() {
         Some(spec) => {
-            let Ok(store) = crate::foreign::driver::boot(&caller, spec, &world.db_path, &options, env_dyn).await
+            let Ok(store) =
+                crate::foreign::driver::boot(&caller, spec, &world.db_path, &options, env_dyn).await
             else {
                 return;
             };

@@ -64,7 +64,12 @@ macro_rules! both_t {
 }
 
 impl JournalStore for AnyStore {
-    async fn append(&self, run_id: &str, entry: &JournalEntry, lease: Option<&Lease>) -> Result<(), StoreError> {
+    async fn append(
+        &self,
+        run_id: &str,
+        entry: &JournalEntry,
+        lease: Option<&Lease>,
+    ) -> Result<(), StoreError> {
         both!(self, s => s.append(run_id, entry, lease).await)
     }
     async fn load(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {

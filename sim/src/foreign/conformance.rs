@@ -82,9 +82,10 @@ pub fn run_checks(spec: Option<Arc<ForeignSpec>>, ids: &[String]) -> Result<Vec<
     } else {
         let mut v = Vec::new();
         for id in ids {
-            let known = ALL_CHECKS.iter().find(|c| **c == id.as_str()).ok_or_else(|| {
-                format!("unknown check id {id:?}; known ids: {}", ALL_CHECKS.join(", "))
-            })?;
+            let known = ALL_CHECKS
+                .iter()
+                .find(|c| **c == id.as_str())
+                .ok_or_else(|| format!("unknown check id {id:?}; known ids: {}", ALL_CHECKS.join(", ")))?;
             v.push(*known);
         }
         v
@@ -144,7 +145,11 @@ pub fn main(spec: Option<Arc<ForeignSpec>>, ids: &[String]) -> i32 {
             }
         }
     }
-    println!("{} checks: {} passed, {failed} failed, {harness} harness errors", results.len(), results.len() - failed - harness);
+    println!(
+        "{} checks: {} passed, {failed} failed, {harness} harness errors",
+        results.len(),
+        results.len() - failed - harness
+    );
     if harness > 0 {
         2
     } else {

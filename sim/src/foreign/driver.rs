@@ -146,10 +146,8 @@ impl Inner {
         if let Some(mut p) = self.proc.borrow_mut().take() {
             p.kill();
         }
-        let mut msg = format!(
-            "foreign store `{}`, {}, call {call}: {what}",
-            self.opts.spec.command, self.opts.label
-        );
+        let mut msg =
+            format!("foreign store `{}`, {}, call {call}: {what}", self.opts.spec.command, self.opts.label);
         if !tail.is_empty() {
             msg.push_str(&format!("\n  its stderr: {}", tail.replace('\n', "\n  ")));
         }
@@ -224,15 +222,23 @@ impl Inner {
         }
     }
 
-    fn decode<T: serde::de::DeserializeOwned>(&self, v: Value, op: &str, what: &str) -> Result<T, StoreError> {
-        serde_json::from_value(v.clone()).map_err(|e| self.fault(op, &format!("{op} replied {v}, not {what}: {e}")))
+    fn decode<T: serde::de::DeserializeOwned>(
+        &self,
+        v: Value,
+        op: &str,
+        what: &str,
+    ) -> Result<T, StoreError> {
+        serde_json::from_value(v.clone())
+            .map_err(|e| self.fault(op, &format!("{op} replied {v}, not {what}: {e}")))
     }
 
     /// Stored JSON text back from the child, decoded as the Rust store decodes it.
     fn text(&self, v: Value, op: &str) -> Result<String, StoreError> {
         match v {
             Value::String(s) => Ok(s),
-            other => Err(self.fault(op, &format!("{op} replied {other} where stored JSON text was expected"))),
+            other => {
+                Err(self.fault(op, &format!("{op} replied {other} where stored JSON text was expected")))
+            }
         }
     }
 
@@ -247,8 +253,14 @@ fn corrupt(what: &'static str, key: &str, e: StoreError) -> StoreError {
 }
 
 impl JournalStore for ForeignStore {
-    async fn append(&self, run_id: &str, entry: &JournalEntry, lease: Option<&Lease>) -> Result<(), StoreError> {
-        let a = vec![("run_id", json!(run_id)), ("entry", json!(entry.to_json())), ("lease", lease_value(lease))];
+    async fn append(
+        &self,
+        run_id: &str,
+        entry: &JournalEntry,
+        lease: Option<&Lease>,
+    ) -> Result<(), StoreError> {
+        let a =
+            vec![("run_id", json!(run_id)), ("entry", json!(entry.to_json())), ("lease", lease_value(lease))];
         self.inner.mutate("append", a).await
     }
 
@@ -302,10 +314,15 @@ impl MetaLookup for ForeignStore {
 
 impl LeasableStore for ForeignStore {
     async fn acquire(&self, run_id: &str, owner: &str) -> Result<Lease, StoreError> {
-        let v = self.inner.call("acquire", args(vec![("run_id", json!(run_id)), ("owner", json!(owner))])).await?;
+        let v = self
+            .inner
+            .call("acquire", args(vec![("run_id", json!(run_id)), ("owner", json!(owner))]))
+            .await?;
         let l: Lease = self.inner.decode(v, "acquire", "a lease {run_id, owner, epoch}")?;
         if l.run_id != run_id || l.owner != owner {
-            return Err(self.inner.fault("acquire", &format!("granted a lease for another run or owner: {l:?}")));
+            return Err(self
+                .inner
+                .fault("acquire", &format!("granted a lease for another run or owner: {l:?}")));
         }
         Ok(l)
     }
@@ -325,7 +342,11 @@ impl LeasableStore for ForeignStore {
 
 impl TranscriptStore for ForeignTranscripts {
     async fn put(&self, blob_ref: &str, bytes: &[u8], lease: Option<&Lease>) -> Result<(), StoreError> {
-        let a = vec![("ref", json!(blob_ref)), ("data", json!(b64::encode(bytes))), ("lease", lease_value(lease))];
+        let a = vec![
+            ("ref", json!(blob_ref)),
+            ("data", json!(b64::encode(bytes))),
+            ("lease", lease_value(lease)),
+        ];
         self.inner.mutate("blob_put", a).await
     }
 
@@ -435,5 +456,15 @@ pub async fn boot(
         label: format!("node {} incarnation {}", caller.node, caller.incarnation),
     };
     let fut = ForeignStore::open(opts, env);
-    caller.call(crate::history::OpKind::Boot, "", None, crate::history::Args::default(), fut, |_| String::new(), |_| None).await
+    caller
+        .call(
+            crate::history::OpKind::Boot,
+            "",
+            None,
+            crate::history::Args::default(),
+            fut,
+            |_| String::new(),
+            |_| None,
+        )
+        .await
 }

@@ -5,6 +5,7 @@
 //! - `driver`: `ForeignStore`, the store SPI over one child process per simulated process.
 //! - `any`: `AnyStore`, the one store type the recorder wraps (Rust or foreign).
 //! - `conformance`: rulvar's conformance checks over foreign instances.
+//! - `compare`: one seed over the Rust store and the foreign store, in one line.
 //!
 //! Which store a run uses: `--store CMD` sets the process-wide choice ([`set_global`]); a
 //! test may override it on its own thread ([`with_store`]). Only the store scenarios
@@ -19,6 +20,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 pub mod any;
+pub mod compare;
 pub mod conformance;
 pub mod driver;
 pub mod protocol;

@@ -89,7 +89,8 @@ pub enum Incoming {
 
 /// Parse one stdout line as a message for call `id`; `Err` says what is wrong with it.
 pub fn parse_line(line: &str, id: u64) -> Result<Incoming, String> {
-    let v: Value = serde_json::from_str(line).map_err(|e| format!("wrote a line that is not JSON ({e}): {line:?}"))?;
+    let v: Value =
+        serde_json::from_str(line).map_err(|e| format!("wrote a line that is not JSON ({e}): {line:?}"))?;
     let Value::Object(m) = v else { return Err(format!("wrote a line that is not a JSON object: {line:?}")) };
     match m.get("id").and_then(Value::as_u64) {
         Some(got) if got == id => {}
@@ -104,7 +105,8 @@ pub fn parse_line(line: &str, id: u64) -> Result<Incoming, String> {
         return Ok(Incoming::Hook { point, run_id, epoch });
     }
     if let Some(s) = m.get("sleep_ms") {
-        let ms = s.as_u64().filter(|ms| *ms <= 60_000).ok_or(format!("a sleep that is not 0..=60000 ms: {s}"))?;
+        let ms =
+            s.as_u64().filter(|ms| *ms <= 60_000).ok_or(format!("a sleep that is not 0..=60000 ms: {s}"))?;
         return Ok(Incoming::Sleep { ms });
     }
     if let Some(v) = m.get("ok") {
@@ -233,7 +235,9 @@ mod tests {
         assert!(parse_line(r#"{"id":2,"ok":null}"#, 3).unwrap_err().contains("call 3 was asked"));
         assert!(parse_line("hello", 3).unwrap_err().contains("not JSON"));
         assert!(parse_line(r#"{"id":3,"hook":"sqlite.nope"}"#, 3).unwrap_err().contains("unknown point"));
-        assert!(parse_line(r#"{"id":3,"err":{"code":"weird"}}"#, 3).unwrap_err().contains("unknown error code"));
+        assert!(parse_line(r#"{"id":3,"err":{"code":"weird"}}"#, 3)
+            .unwrap_err()
+            .contains("unknown error code"));
         let held = parse_line(r#"{"id":3,"err":{"code":"lease_held","reason":"expired","run_id":"r"}}"#, 3);
         assert_eq!(
             held,

@@ -33,8 +33,8 @@ use rusqlite::{Connection, OpenFlags};
 use serde::Serialize;
 use store::ProfileName;
 
-use crate::child::{ChildProc, Stderr};
 use crate::actors::soak::{activity_of, ended_by_violation, referee, Activity, SoakEvent, Surfaces};
+use crate::child::{ChildProc, Stderr};
 use crate::history::{return_event, History};
 use crate::oracle::{judge, Expect, Violation};
 use crate::plan::{ClockSpec, Plan, Swarm};
@@ -183,7 +183,8 @@ fn spawn_writer(opts: &RealSoakOptions, w: u32) -> Result<ChildProc, String> {
         .args(opts.boot_retry.then_some("--boot-retry"))
         // An orphaned writer (its parent died) stops by itself after the cap and the grace.
         .args(["--max-secs", &(opts.cap.as_secs() + 60).to_string()]);
-    ChildProc::spawn_with(cmd, false, false, Stderr::Piped).map_err(|e| format!("cannot spawn writer {w} from {}: {e}", opts.exe.display()))
+    ChildProc::spawn_with(cmd, false, false, Stderr::Piped)
+        .map_err(|e| format!("cannot spawn writer {w} from {}: {e}", opts.exe.display()))
 }
 
 /// Every writer's report events, merged in timestamp order (ties by writer, then line).
