@@ -152,23 +152,23 @@ fn every_child_fault_is_a_harness_error_naming_the_process_and_the_call() {
     let cases = [
         (
             "version",
-            r#"read l; echo '{"id":1,"ok":{"protocol":2,"store":"fake","version":"0"}}'; sleep 5"#
+            r#"read l; echo '{"id":1,"ok":{"protocol":2,"store":"fake","version":"0"}}'; sleep 9.137"#
                 .to_string(),
             "protocol version 2",
         ),
-        ("garbage", format!("{HELLO}; read l; echo 'hello there'; sleep 5"), "not JSON"),
+        ("garbage", format!("{HELLO}; read l; echo 'hello there'; sleep 9.137"), "not JSON"),
         (
             "wrong-id",
-            format!("{HELLO}; read l; echo '{{\"id\":7,\"ok\":null}}'; sleep 5"),
+            format!("{HELLO}; read l; echo '{{\"id\":7,\"ok\":null}}'; sleep 9.137"),
             "call 2 was asked",
         ),
         (
             "unknown-error",
-            format!("{HELLO}; read l; echo '{{\"id\":2,\"err\":{{\"code\":\"oops\"}}}}'; sleep 5"),
+            format!("{HELLO}; read l; echo '{{\"id\":2,\"err\":{{\"code\":\"oops\"}}}}'; sleep 9.137"),
             "unknown error code",
         ),
         ("exits", format!("{HELLO}; read l; echo dying >&2; exit 3"), "closed its stdout"),
-        ("silent", format!("{HELLO}; read l; exec sleep 30"), "wall-clock guard"),
+        ("silent", format!("{HELLO}; read l; sleep 9.137"), "wall-clock guard"),
     ];
     for (name, body, expect) in cases {
         let cmd = fake(dir.path(), name, &body);
@@ -191,7 +191,22 @@ fn every_child_fault_is_a_harness_error_naming_the_process_and_the_call() {
             assert!(text.contains("its stderr: dying"), "{text}");
         }
         assert!(leftovers(pid).is_empty(), "{name}: {:?}", leftovers(pid));
+        assert_eq!(running_with("9.137"), Vec::<String>::new(), "{name}: orphans");
     }
+}
+
+/// Live processes whose command line mentions `needle` (orphaned fake stores).
+fn running_with(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    // The store processes of this test are the only ones sleeping this odd number of seconds.
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if text.contains(needle) {
+            found.push(format!("{}: {text}", e.file_name().to_string_lossy()));
+        }
+    }
+    found
 }
 
 #[test]

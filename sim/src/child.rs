@@ -13,6 +13,10 @@
 //! - Reading stdout is line-based and bounded by a wall-clock guard measured on the
 //!   machine's monotonic clock (`poll` with a real timeout; madsim never intercepts it).
 //!   The guard can only turn a hung child into an error; it never decides anything else.
+//! - A child spawned with [`ChildProc::spawn_group`] leads its own process group, and a kill
+//!   SIGKILLs the whole group: a store started through a wrapper (`sh`, `npx`, `uv run`)
+//!   dies with everything it started. (Such a child does not see the terminal's Ctrl-C; it
+//!   exits when its stdin closes, which happens when its parent dies.)
 //! - stderr is either discarded, piped (the caller reads it), or captured into a file
 //!   that is removed with the child; [`ChildProc::stderr_tail`] reads what it holds.
 //!
@@ -71,6 +75,8 @@ pub struct ChildProc {
     stderr_file: Option<PathBuf>,
     buf: Vec<u8>,
     reaped: Option<ExitStatus>,
+    /// The child leads its own process group; a kill signals the group.
+    group: bool,
 }
 
 impl ChildProc {
@@ -123,7 +129,18 @@ impl ChildProc {
             stderr_file,
             buf: Vec::new(),
             reaped: None,
+            group: false,
         })
+    }
+
+    /// A protocol child: stdin and stdout piped, stderr captured, leading its own process
+    /// group (killed as a group).
+    pub fn spawn_group(mut cmd: Command) -> std::io::Result<ChildProc> {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+        let mut c = ChildProc::spawn_with(cmd, true, true, Stderr::Capture)?;
+        c.group = true;
+        Ok(c)
     }
 
     /// The child's pid.
@@ -206,6 +223,11 @@ impl ChildProc {
     /// SIGKILL the child and reap it; returns once it is dead. Idempotent.
     pub fn kill(&mut self) -> Option<ExitStatus> {
         if self.reaped.is_none() {
+            if self.group {
+                if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
+                    let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+                }
+            }
             let _ = self.child.kill();
             self.reaped = self.child.wait().ok();
         }
@@ -279,6 +301,21 @@ mod tests {
         );
         drop(c);
         assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "child {pid} still exists");
+    }
+
+    #[test]
+    fn a_group_kill_takes_the_grandchildren_too() {
+        let mut c = ChildProc::spawn_group(sh("sleep 30 & echo $!; wait")).unwrap();
+        let grandchild = c.read_line(Some(Duration::from_secs(5))).unwrap();
+        assert!(std::path::Path::new(&format!("/proc/{grandchild}")).exists());
+        c.kill();
+        // The grandchild was reparented and is reaped by init; give it a moment.
+        let gone = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            let stat = std::fs::read_to_string(format!("/proc/{grandchild}/stat")).unwrap_or_default();
+            stat.is_empty() || stat.contains(") Z ")
+        });
+        assert!(gone, "grandchild {grandchild} survived the group kill");
     }
 
     #[test]

@@ -38,7 +38,7 @@ use store::{
 
 use super::protocol::{lease_value, parse_line, request, resume, Hello, Incoming};
 use super::ForeignSpec;
-use crate::child::{ChildProc, ReadError, Stderr};
+use crate::child::{ChildProc, ReadError};
 
 /// How to open one store process.
 #[derive(Clone, Debug)]
@@ -101,7 +101,7 @@ impl ForeignStore {
         let argv = &i.opts.spec.argv;
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..]);
-        match ChildProc::spawn(cmd, true, Stderr::Capture) {
+        match ChildProc::spawn_group(cmd) {
             Ok(p) => *i.proc.borrow_mut() = Some(p),
             Err(e) => return Err(i.fault("spawn", &format!("cannot start {:?}: {e}", argv[0]))),
         }
