@@ -127,6 +127,10 @@ enum Command {
         jobs: Option<usize>,
         #[arg(long)]
         json: Option<PathBuf>,
+        /// With --store: the flawed foreign store the rows are searched over (the clean
+        /// sweeps run --store), e.g. "python3 foreign/python/sqlite_store.py --flaw v1_44_0".
+        #[arg(long)]
+        flawed_store: Option<String>,
     },
     /// Shrink a failing seed's plan (fewer nodes, smaller workload, ddmin over the fault
     /// decisions) to a smaller plan that fails the same property.
@@ -437,7 +441,14 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
             }
             i32::from(!merged.failures.is_empty())
         }
-        Command::Findings { seeds, rows, jobs, json } => {
+        Command::Findings { seeds, rows, jobs, json, flawed_store } => {
+            if flawed_store.is_some() && crate::foreign::active().is_none() {
+                return usage("--flawed-store needs --store (the correct store for the clean sweeps)".into());
+            }
+            match crate::foreign::cli_spec(flawed_store.as_deref(), cli.store_guard_ms) {
+                Ok(f) => crate::foreign::set_flawed_global(f),
+                Err(e) => return usage(e),
+            }
             let jobs =
                 jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
             let opts = crate::findings::FindingsOptions {

@@ -61,6 +61,8 @@ impl ForeignSpec {
 }
 
 static GLOBAL: RwLock<Option<Arc<ForeignSpec>>> = RwLock::new(None);
+/// `findings --flawed-store`: the store the rows' searches run over.
+static FLAWED: RwLock<Option<Arc<ForeignSpec>>> = RwLock::new(None);
 
 thread_local! {
     static OVERRIDE: RefCell<Option<Option<Arc<ForeignSpec>>>> = const { RefCell::new(None) };
@@ -72,6 +74,22 @@ thread_local! {
 pub fn set_global(spec: Option<ForeignSpec>) {
     if let Ok(mut g) = GLOBAL.write() {
         *g = spec.map(Arc::new);
+    }
+}
+
+/// Set the store `findings` searches its rows over (`--flawed-store`).
+pub fn set_flawed_global(spec: Option<ForeignSpec>) {
+    if let Ok(mut g) = FLAWED.write() {
+        *g = spec.map(Arc::new);
+    }
+}
+
+/// `findings`: its clean sweeps are done; if a flawed store was given, the rows' searches
+/// (and their generic comparison runs) run over it from now on.
+pub fn switch_to_flawed() {
+    let flawed = FLAWED.read().ok().and_then(|f| f.clone());
+    if let (Some(f), Ok(mut g)) = (flawed, GLOBAL.write()) {
+        *g = Some(f);
     }
 }
 
