@@ -187,15 +187,25 @@ impl Inner {
         self.next_id.set(id);
         let call = format!("{id} {op}");
         self.send(&request(id, op, self.env.now_ms(), a), &call)?;
+        // Dropped before the reply (the simulated process was killed at a hook, or the
+        // caller gave up): the child dies where it stands, whoever else holds this store.
+        let mut in_flight = KillOnDrop { inner: self, armed: true };
+        let r = self.exchange(id, &call).await;
+        in_flight.armed = false;
+        r
+    }
+
+    /// Serve the child's lines for request `id` until its reply.
+    async fn exchange(&self, id: u64, call: &str) -> Result<Value, StoreError> {
         loop {
-            let line = self.receive(&call)?;
+            let line = self.receive(call)?;
             match parse_line(&line, id) {
-                Err(e) => return Err(self.fault(&call, &format!("it {e}"))),
+                Err(e) => return Err(self.fault(call, &format!("it {e}"))),
                 Ok(Incoming::Ok(v)) => return Ok(v),
                 Ok(Incoming::Err(e)) => return Err(e),
                 Ok(Incoming::Sleep { ms }) => {
                     self.env.sleep(Duration::from_millis(ms)).await;
-                    self.send(&resume(id, self.env.now_ms()), &call)?;
+                    self.send(&resume(id, self.env.now_ms()), call)?;
                 }
                 Ok(Incoming::Hook { point, run_id, epoch }) => {
                     let site = FaultSite { point, run_id: run_id.as_deref(), epoch };
@@ -209,7 +219,7 @@ impl Inner {
                             return Err(StoreError::Crashed { point: point.name() });
                         }
                     }
-                    self.send(&resume(id, self.env.now_ms()), &call)?;
+                    self.send(&resume(id, self.env.now_ms()), call)?;
                 }
             }
         }
@@ -245,6 +255,27 @@ impl Inner {
     async fn mutate(&self, op: &str, a: Vec<(&str, Value)>) -> Result<(), StoreError> {
         let v = self.call(op, args(a)).await?;
         self.expect_null(v, op)
+    }
+}
+
+/// Kills the child if a call is abandoned mid-exchange.
+struct KillOnDrop<'a> {
+    inner: &'a Inner,
+    armed: bool,
+}
+
+impl Drop for KillOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            if let Ok(mut proc) = self.inner.proc.try_borrow_mut() {
+                if let Some(mut p) = proc.take() {
+                    p.kill();
+                }
+            }
+            if let Ok(mut b) = self.inner.broken.try_borrow_mut() {
+                b.get_or_insert_with(|| "killed in the middle of a call".to_string());
+            }
+        }
     }
 }
 
@@ -467,4 +498,58 @@ pub async fn boot(
             |_| None,
         )
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use store::{Crash, LocalFuture, ManualClock, ManualEnv};
+
+    const PY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../foreign/python/sqlite_store.py");
+
+    fn opts(db: &std::path::Path, label: &str) -> ForeignOptions {
+        ForeignOptions {
+            spec: Arc::new(ForeignSpec::parse(&format!("python3 {PY}"), Duration::from_secs(10)).unwrap()),
+            db: db.to_path_buf(),
+            ttl_ms: 60_000,
+            page_size: None,
+            synchronous: "off",
+            label: label.into(),
+        }
+    }
+
+    #[test]
+    fn a_call_dropped_at_a_hook_kills_its_child_and_frees_the_write_lock() {
+        if std::process::Command::new("python3").arg("--version").output().is_err() {
+            eprintln!("python3 is not installed: skipped");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("t.db");
+        let clock = ManualClock::starting_at(1_000_000);
+        // A's hook never returns at before_commit: A's child waits there inside BEGIN IMMEDIATE.
+        let hook: Rc<store::env::HookFn> = Rc::new(|site: &FaultSite<'_>| {
+            (site.point == store::FaultPoint::SqliteAppendBeforeCommit)
+                .then(|| Box::pin(std::future::pending()) as LocalFuture<'static, Result<(), Crash>>)
+        });
+        futures::executor::block_on(async {
+            let a = ForeignStore::open(opts(&db, "A"), Rc::new(ManualEnv::with_hook(clock.clone(), hook)))
+                .await
+                .unwrap();
+            let b = ForeignStore::open(opts(&db, "B"), Rc::new(ManualEnv::new(clock.clone()))).await.unwrap();
+            let lease = a.acquire("r", "a").await.unwrap();
+            let entry = JournalEntry::new(1, "k", "ok", Value::Null);
+            {
+                let mut append = Box::pin(a.append("r", &entry, Some(&lease)));
+                assert!(futures::poll!(append.as_mut()).is_pending());
+                // B meets A's write lock: a real SQLITE_BUSY.
+                assert!(matches!(b.acquire("other", "b").await, Err(StoreError::Busy { .. })));
+            }
+            // The append was dropped at its hook: A's child is dead, its transaction gone.
+            assert!(b.acquire("other", "b").await.is_ok());
+            assert!(b.load("r").await.unwrap().is_empty());
+            assert!(matches!(a.load("r").await, Err(StoreError::Storage { .. })));
+        });
+        assert_eq!(super::super::take_fault(), None);
+    }
 }

@@ -67,8 +67,10 @@ static FLAWED: RwLock<Option<Arc<ForeignSpec>>> = RwLock::new(None);
 thread_local! {
     static OVERRIDE: RefCell<Option<Option<Arc<ForeignSpec>>>> = const { RefCell::new(None) };
     static FAULT: RefCell<Option<String>> = const { RefCell::new(None) };
-    static LAST_HELLO: RefCell<Option<protocol::Hello>> = const { RefCell::new(None) };
 }
+
+/// The last handshake seen by any thread (a sweep's workers all run the same command).
+static LAST_HELLO: std::sync::Mutex<Option<protocol::Hello>> = std::sync::Mutex::new(None);
 
 /// Set the process-wide store choice (`None`: the Rust store).
 pub fn set_global(spec: Option<ForeignSpec>) {
@@ -137,14 +139,16 @@ pub fn take_fault() -> Option<String> {
     FAULT.with(|f| f.borrow_mut().take())
 }
 
-/// Remember the last handshake seen on this thread (the report names the store).
+/// Remember the last handshake (the report names the store).
 pub fn note_hello(h: protocol::Hello) {
-    LAST_HELLO.with(|l| *l.borrow_mut() = Some(h));
+    if let Ok(mut l) = LAST_HELLO.lock() {
+        *l = Some(h);
+    }
 }
 
-/// The last handshake seen on this thread.
+/// The last handshake seen.
 pub fn last_hello() -> Option<protocol::Hello> {
-    LAST_HELLO.with(|l| l.borrow().clone())
+    LAST_HELLO.lock().ok().and_then(|l| l.clone())
 }
 
 /// The `--store` and `--store-guard-ms` options as a spec (`None` without `--store`).
