@@ -17,14 +17,14 @@
 //!   SIGKILLs the whole group: a store started through a wrapper (`sh`, `npx`, `uv run`)
 //!   dies with everything it started. (Such a child does not see the terminal's Ctrl-C; it
 //!   exits when its stdin closes, which happens when its parent dies.)
-//! - stderr is either discarded, piped (the caller reads it), or captured into a file
-//!   that is removed with the child; [`ChildProc::stderr_tail`] reads what it holds.
+//! - stderr is either discarded, piped (the caller reads it), or captured into a temporary
+//!   file unlinked as soon as it is opened (nothing is left even if this process is killed);
+//!   [`ChildProc::stderr_tail`] reads what it holds.
 //!
 //! Nothing here runs a madsim runtime or reads the virtual clock.
 
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
-use std::path::PathBuf;
 use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -72,7 +72,9 @@ pub struct ChildProc {
     stdin: Option<ChildStdin>,
     stdout: Option<ChildStdout>,
     stderr: Option<ChildStderr>,
-    stderr_file: Option<PathBuf>,
+    /// The captured stderr: a temporary file already unlinked (nothing to leave behind,
+    /// whatever happens to this process), read through this handle.
+    stderr_file: Option<std::fs::File>,
     buf: Vec<u8>,
     reaped: Option<ExitStatus>,
     /// The child leads its own process group; a kill signals the group.
@@ -106,21 +108,14 @@ impl ChildProc {
                 let n = STDERR_COUNTER.fetch_add(1, Ordering::Relaxed);
                 let path =
                     std::env::temp_dir().join(format!("fencesim-child-{}-{n}.stderr", std::process::id()));
-                let file = std::fs::File::create(&path)?;
-                cmd.stderr(Stdio::from(file));
-                stderr_file = Some(path);
+                let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path);
+                let _ = std::fs::remove_file(&path);
+                let file = file?;
+                cmd.stderr(Stdio::from(file.try_clone()?));
+                stderr_file = Some(file);
             }
         }
-        let spawned = cmd.spawn();
-        let mut child = match spawned {
-            Ok(c) => c,
-            Err(e) => {
-                if let Some(p) = &stderr_file {
-                    let _ = std::fs::remove_file(p);
-                }
-                return Err(e);
-            }
-        };
+        let mut child = cmd.spawn()?;
         Ok(ChildProc {
             stdin: child.stdin.take(),
             stdout: child.stdout.take(),
@@ -255,8 +250,13 @@ impl ChildProc {
 
     /// The last `max` bytes of the captured stderr (empty if not captured).
     pub fn stderr_tail(&self, max: usize) -> String {
-        let Some(path) = &self.stderr_file else { return String::new() };
-        let text = std::fs::read(path).unwrap_or_default();
+        use std::io::Seek;
+        let Some(file) = &self.stderr_file else { return String::new() };
+        let mut text = Vec::new();
+        let mut f = file;
+        if f.seek(std::io::SeekFrom::Start(0)).is_err() || f.read_to_end(&mut text).is_err() {
+            return String::new();
+        }
         let start = text.len().saturating_sub(max);
         String::from_utf8_lossy(&text[start..]).trim_end().to_string()
     }
@@ -266,9 +266,6 @@ impl Drop for ChildProc {
     fn drop(&mut self) {
         self.stdin.take();
         self.kill();
-        if let Some(p) = self.stderr_file.take() {
-            let _ = std::fs::remove_file(p);
-        }
     }
 }
 
@@ -319,13 +316,17 @@ mod tests {
     }
 
     #[test]
-    fn captured_stderr_is_readable_and_removed_with_the_child() {
+    fn captured_stderr_is_readable_and_never_a_file_in_the_temp_dir() {
         let mut c = ChildProc::spawn(sh("echo oops >&2; echo done"), false, Stderr::Capture).unwrap();
         assert_eq!(c.read_line(Some(Duration::from_secs(5))).unwrap(), "done");
         c.wait().unwrap();
         assert_eq!(c.stderr_tail(100), "oops");
-        let path = c.stderr_file.clone().unwrap();
-        drop(c);
-        assert!(!path.exists());
+        let prefix = format!("fencesim-child-{}-", std::process::id());
+        let named = std::fs::read_dir(std::env::temp_dir())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with(&prefix));
+        assert!(!named, "a captured stderr file is visible in the temp dir");
     }
 }
