@@ -167,6 +167,11 @@ fn every_child_fault_is_a_harness_error_naming_the_process_and_the_call() {
             format!("{HELLO}; read l; echo '{{\"id\":2,\"err\":{{\"code\":\"oops\"}}}}'; sleep 9.137"),
             "unknown error code",
         ),
+        (
+            "undeclared-hook",
+            format!("{HELLO}; read l; echo '{{\"id\":2,\"hook\":\"sqlite.boot.open\"}}'; sleep 9.137"),
+            "did not declare",
+        ),
         ("exits", format!("{HELLO}; read l; echo dying >&2; exit 3"), "closed its stdout"),
         ("silent", format!("{HELLO}; read l; sleep 9.137"), "wall-clock guard"),
     ];

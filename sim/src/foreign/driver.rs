@@ -208,6 +208,13 @@ impl Inner {
                     self.send(&resume(id, self.env.now_ms()), call)?;
                 }
                 Ok(Incoming::Hook { point, run_id, epoch }) => {
+                    let declared =
+                        self.hello.borrow().as_ref().map(|h| h.hooks.iter().any(|n| n == point.name()));
+                    if declared == Some(false) {
+                        let what =
+                            format!("it stopped at hook {} that its hello did not declare", point.name());
+                        return Err(self.fault(call, &what));
+                    }
                     let site = FaultSite { point, run_id: run_id.as_deref(), epoch };
                     if let Some(f) = self.env.fault(&site) {
                         if f.await.is_err() {
