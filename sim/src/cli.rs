@@ -345,13 +345,6 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                 reports.push(report);
             }
             let failed = reports.iter().any(|r| !r.failures.is_empty() || !r.nondeterministic.is_empty());
-            if crate::foreign::active().is_some()
-                && reports
-                    .iter()
-                    .any(|r| r.failures.iter().any(|f| f.properties.iter().any(|p| p == "harness_error")))
-            {
-                return 2;
-            }
             if let Some(path) = json {
                 let body = if reports.len() == 1 {
                     serde_json::to_string_pretty(&reports[0])
@@ -361,6 +354,14 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                 if let Err(e) = std::fs::write(&path, body.unwrap_or_default()) {
                     return usage(format!("cannot write {}: {e}", path.display()));
                 }
+            }
+            // A foreign store's child fault is a harness error: exit 2, whatever else failed.
+            if crate::foreign::active().is_some()
+                && reports
+                    .iter()
+                    .any(|r| r.failures.iter().any(|f| f.properties.iter().any(|p| p == "harness_error")))
+            {
+                return 2;
             }
             i32::from(failed)
         }
