@@ -26,6 +26,14 @@ use crate::world::Scenario;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Drive a foreign store: the command that starts one store process (speaking the
+    /// protocol of docs/foreign-stores.md), e.g. "python3 foreign/python/sqlite_store.py".
+    /// For run, sweep, shrink, findings (store scenarios only) and conformance.
+    #[arg(long, global = true)]
+    store: Option<String>,
+    /// The wall-clock guard on each reply of a foreign store process, in ms.
+    #[arg(long, global = true, default_value_t = 5000)]
+    store_guard_ms: u64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -137,6 +145,10 @@ enum Command {
         json: Option<PathBuf>,
         #[command(flatten)]
         ci: CiArgs,
+        /// With --store: the flawed foreign store the rows are searched over (the clean
+        /// sweeps run --store), e.g. "python3 foreign/python/sqlite_store.py --flaw v1_44_0".
+        #[arg(long)]
+        flawed_store: Option<String>,
     },
     /// Shrink a failing seed's plan (fewer nodes, smaller workload, ddmin over the fault
     /// decisions) to a smaller plan that fails the same property.
@@ -170,6 +182,13 @@ enum Command {
         /// Write the shrunk witness's timeline as one self-contained HTML page.
         #[arg(long)]
         html: Option<PathBuf>,
+    },
+    /// rulvar's conformance checks (the same ids) over the Rust store, or over a foreign
+    /// store with --store.
+    Conformance {
+        /// Only these check ids (default: all).
+        #[arg(long = "check")]
+        checks: Vec<String>,
     },
     /// One soak storm: N real OS processes over one SQLite file with --real, else its
     /// simulated twin; judged by the same oracle.
@@ -247,7 +266,27 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
             return if e.use_stderr() { 2 } else { 0 };
         }
     };
+    let foreign = match crate::foreign::cli_spec(cli.store.as_deref(), cli.store_guard_ms) {
+        Ok(f) => f,
+        Err(e) => return usage(e),
+    };
+    if foreign.is_some()
+        && !matches!(
+            cli.command,
+            Command::Run { .. }
+                | Command::Sweep { .. }
+                | Command::Shrink { .. }
+                | Command::Findings { .. }
+                | Command::Conformance { .. }
+        )
+    {
+        return usage("--store works with run, sweep, shrink, findings and conformance".into());
+    }
+    crate::foreign::set_global(foreign.clone());
     match cli.command {
+        Command::Conformance { checks } => {
+            crate::foreign::conformance::main(foreign.map(std::sync::Arc::new), &checks)
+        }
         Command::List => {
             println!("scenarios:");
             for s in catalog {
@@ -282,6 +321,7 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                 },
             };
             crate::world::keep_db_of_next_run(keep_db);
+            let same_plan = crate::foreign::active().and(loaded.clone());
             let out = match execute(scenario, profile, seed, loaded, plan_file.as_deref()) {
                 Ok(o) => o,
                 Err(e) => return usage(e),
@@ -305,6 +345,15 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
             if json {
                 println!("{}", serde_json::to_string_pretty(&out.report).unwrap_or_default());
             } else {
+                if let Some(spec) = crate::foreign::active() {
+                    println!("store: {}", crate::foreign::describe(&spec));
+                    match crate::foreign::with_store(None, || {
+                        execute(scenario, profile, seed, same_plan, None)
+                    }) {
+                        Ok(rust) => println!("{}", crate::foreign::compare::compare_line(&rust, &out)),
+                        Err(e) => println!("same seed over the Rust store: harness error: {e}"),
+                    }
+                }
                 if !quiet {
                     print!("{}", timeline(&out.history));
                     println!();
@@ -368,6 +417,9 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                     progress,
                 };
                 let report = sweep::run(s, &opts);
+                if let Some(spec) = crate::foreign::active() {
+                    println!("store: {}", crate::foreign::describe(&spec));
+                }
                 print!("{}", report.summary_table());
                 reports.push(report);
             }
@@ -390,6 +442,14 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                     Ok(w) => eprintln!("wrote {} page(s) and index.html to {}", w.pages, dir.display()),
                     Err(e) => return usage(e),
                 }
+            }
+            // A foreign store's child fault is a harness error: exit 2, whatever else failed.
+            if crate::foreign::active().is_some()
+                && reports
+                    .iter()
+                    .any(|r| r.failures.iter().any(|f| f.properties.iter().any(|p| p == "harness_error")))
+            {
+                return 2;
             }
             sweep::exit_code(&reports)
         }
@@ -473,7 +533,14 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
             }
             sweep::exit_code(std::slice::from_ref(&merged))
         }
-        Command::Findings { seeds, rows, jobs, json, ci } => {
+        Command::Findings { seeds, rows, jobs, json, ci, flawed_store } => {
+            if flawed_store.is_some() && crate::foreign::active().is_none() {
+                return usage("--flawed-store needs --store (the correct store for the clean sweeps)".into());
+            }
+            match crate::foreign::cli_spec(flawed_store.as_deref(), cli.store_guard_ms) {
+                Ok(f) => crate::foreign::set_flawed_global(f),
+                Err(e) => return usage(e),
+            }
             let jobs =
                 jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
             let opts = crate::findings::FindingsOptions {

@@ -487,6 +487,9 @@ pub fn run(catalog: &[&'static dyn Scenario], opts: &FindingsOptions) -> Result<
         sweeps.insert(s.name(), sw);
     }
 
+    // A foreign store's flaw is in its command, not in the profile: the rows search the
+    // flawed store (`--flawed-store`), the clean sweeps above ran the correct one.
+    crate::foreign::switch_to_flawed();
     let mut out = Vec::new();
     for row in rows {
         let mut r = FindingRow {

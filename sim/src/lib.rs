@@ -2,7 +2,9 @@
 //! fault plan, the madsim world (nodes, kill, restart, per-node clocks, the database file),
 //! the `Env` that consults the plan at each fault point, the history recorder, the oracle
 //! and its named properties, the timeline and JSON trace, the failure report, sweeps, the
-//! findings table, the plan shrinker, and the `fencesim` command-line logic.
+//! findings table, the plan shrinker, and the `fencesim` command-line logic. Foreign stores
+//! (`foreign`): a store in another language, one child process per simulated process,
+//! behind the same store SPI; child processes of every kind go through `child`.
 //!
 //! What is simulated: processes (madsim nodes) with their own clocks, scheduling (seeded),
 //! time (virtual), process crashes and restarts, stalls. What is real: SQLite (bundled),
@@ -17,10 +19,12 @@ compile_error!(
 
 pub mod actors;
 pub mod audit;
+pub mod child;
 pub mod ci_report;
 pub mod cli;
 pub mod env;
 pub mod findings;
+pub mod foreign;
 pub mod history;
 pub mod html;
 pub mod oracle;

@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use store::{
     JournalEntry, JournalStore, LeasableStore, Lease, MetaLookup, RunFilter, RunMeta, SqliteStore,
-    SqliteTranscripts, StoreError, TranscriptStore,
+    StoreError, TranscriptStore,
 };
+
+use crate::foreign::{AnyStore, AnyTranscripts};
 
 use crate::history::{Args, OpKind, Outcome, Read, Recorder, WithCall};
 
@@ -104,17 +106,17 @@ impl Caller {
     }
 }
 
-/// A recorded `SqliteStore`.
+/// A recorded store (the Rust `SqliteStore` or a foreign one).
 #[derive(Clone)]
 pub struct RecordedStore {
-    pub inner: SqliteStore,
+    pub inner: AnyStore,
     pub caller: Caller,
 }
 
 /// A recorded transcript twin.
 #[derive(Clone)]
 pub struct RecordedTranscripts {
-    pub inner: SqliteTranscripts,
+    pub inner: AnyTranscripts,
     pub caller: Caller,
 }
 

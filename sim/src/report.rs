@@ -120,6 +120,9 @@ pub fn reproduce(plan: &Plan, plan_file: Option<&str>) -> String {
     if let Some(f) = plan_file {
         s.push_str(&format!(" --plan {f}"));
     }
+    if let Some(spec) = crate::foreign::active() {
+        s.push_str(&format!(" --store {:?}", spec.command));
+    }
     s
 }
 

@@ -403,6 +403,10 @@ pub fn keep_db_of_next_run(path: Option<PathBuf>) {
 
 /// Run one (scenario, profile, plan). The database file is created fresh and removed.
 pub fn run(scenario: &'static dyn Scenario, profile: Profile, plan: Plan) -> Result<RunOutput, String> {
+    if crate::foreign::active().is_some() {
+        crate::foreign::check_scenario(scenario.name())?;
+        crate::foreign::take_fault();
+    }
     let table = plan.table()?;
     let lazy = plan.recipe.clone().map(|r| crate::plan::LazyDecisions::new(&plan, r));
     let db_path = fresh_db_path(plan.seed);
@@ -439,6 +443,10 @@ pub fn run(scenario: &'static dyn Scenario, profile: Profile, plan: Plan) -> Res
     drop(rt);
     world.observer.borrow_mut().take();
     remove_db(&db_path);
+    // A foreign store's child fault is a harness error, whatever the run produced.
+    if let Some(fault) = crate::foreign::take_fault() {
+        return Err(format!("harness error: {fault}"));
+    }
     let (fin, end_ns) = result?;
     world.recorder.inner.borrow_mut().fold_points();
     let (scenario_violations, table) = {
@@ -515,8 +523,21 @@ async fn node_init(scenario: &'static dyn Scenario, index: u32) {
         .synchronous(Synchronous::Off)
         .page_size(SIM_PAGE_SIZE);
     let env_dyn: Rc<dyn store::Env> = env.clone();
-    let Ok(store) = caller.boot(options, env_dyn).await else { return };
-    *env.own_store.borrow_mut() = Some(store.downgrade());
+    let store = match crate::foreign::active() {
+        Some(spec) => {
+            let Ok(store) =
+                crate::foreign::driver::boot(&caller, spec, &world.db_path, &options, env_dyn).await
+            else {
+                return;
+            };
+            store.into()
+        }
+        None => {
+            let Ok(store) = caller.boot(options, env_dyn).await else { return };
+            *env.own_store.borrow_mut() = Some(store.downgrade());
+            store.into()
+        }
+    };
     let store = RecordedStore { inner: store, caller };
     scenario.node_main(NodeCtx { index, incarnation, store, env, world }).await;
 }

@@ -125,8 +125,10 @@ mod tests {
             let options = SqliteOptions::new(dir.path().join("t.db")).ttl_ms(60_000);
             let store = SqliteStore::open(options, env_dyn).await.unwrap();
             env.attach(store.clone());
-            let rs =
-                RecordedStore { inner: store, caller: Caller { rec: rec.clone(), node: 4, incarnation: 0 } };
+            let rs = RecordedStore {
+                inner: store.into(),
+                caller: Caller { rec: rec.clone(), node: 4, incarnation: 0 },
+            };
             let lease = rs.acquire("r", "me").await.unwrap();
             rs.append("r", &JournalEntry::new(1, "k", "ok", Value::Null), Some(&lease)).await.unwrap();
             rs.release(&lease).await.unwrap();

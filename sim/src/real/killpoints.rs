@@ -18,13 +18,15 @@
 //! value, and that the referee released its lease.
 
 use std::cell::Cell;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::rc::Rc;
 use std::time::Duration;
 
 use serde::Serialize;
+
+use crate::child::{ChildProc, Stderr};
 use serde_json::{json, Value};
 use store::engine::{Engine, EngineError, PaidCall, ToolCall, World};
 use store::{
@@ -343,31 +345,23 @@ pub fn run_real(row: &Row, exe: &Path, dir: &Path, ttl_ms: u64) -> RowResult {
     remove_db(&path);
     let mut failures = Vec::new();
     let mut child_counts = (0, 0);
-    match Command::new(exe)
-        .arg("kill-child")
-        .arg("--db")
-        .arg(&path)
-        .args(["--row", row.name, "--ttl-ms", &ttl_ms.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-    {
+    let mut cmd = Command::new(exe);
+    cmd.arg("kill-child").arg("--db").arg(&path).args(["--row", row.name, "--ttl-ms", &ttl_ms.to_string()]);
+    match ChildProc::spawn(cmd, false, Stderr::Null) {
         Err(e) => failures.push(format!("cannot spawn the child: {e}")),
         Ok(mut child) => {
             let mut killed = false;
-            if let Some(out) = child.stdout.take() {
-                for line in BufReader::new(out).lines() {
-                    match line.as_deref() {
-                        Ok("PAID") => child_counts.0 += 1,
-                        Ok("TOOL") => child_counts.1 += 1,
-                        Ok("KILL") => {
-                            killed = child.kill().is_ok();
-                            break;
-                        }
-                        Ok(other) => failures.push(format!("child: {other}")),
-                        Err(_) => break,
+            loop {
+                match child.read_line(None).as_deref() {
+                    Ok("PAID") => child_counts.0 += 1,
+                    Ok("TOOL") => child_counts.1 += 1,
+                    Ok("KILL") => {
+                        // SIGKILL, and reaped before the referee runs.
+                        killed = child.kill().is_some();
+                        break;
                     }
+                    Ok(other) => failures.push(format!("child: {other}")),
+                    Err(_) => break,
                 }
             }
             let _ = child.wait();

@@ -19,7 +19,8 @@
 //! directory's files and formats), `writer` (one writer process), `soak` (the real storm's
 //! parent and referee, and the simulated twin storm), `killpoints` (rulvar's kill-point
 //! table in process and with real SIGKILLs), `bench` (`fencesim bench-real`), `cli` (the
-//! subcommands' arguments).
+//! subcommands' arguments). Writers and kill-point children are spawned, killed and reaped
+//! through `crate::child`, the module the foreign-store driver uses too.
 
 pub mod bench;
 pub mod cli;

@@ -26,7 +26,7 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
@@ -34,6 +34,7 @@ use serde::Serialize;
 use store::ProfileName;
 
 use crate::actors::soak::{activity_of, ended_by_violation, referee, Activity, SoakEvent, Surfaces};
+use crate::child::{ChildProc, Stderr};
 use crate::history::{return_event, History};
 use crate::oracle::{judge, Expect, Violation};
 use crate::plan::{ClockSpec, Plan, Swarm};
@@ -169,9 +170,9 @@ pub struct RealSoakOutput {
     pub history: History,
 }
 
-fn spawn_writer(opts: &RealSoakOptions, w: u32) -> Result<Child, String> {
-    Command::new(&opts.exe)
-        .arg("soak-writer")
+fn spawn_writer(opts: &RealSoakOptions, w: u32) -> Result<ChildProc, String> {
+    let mut cmd = Command::new(&opts.exe);
+    cmd.arg("soak-writer")
         .arg("--dir")
         .arg(&opts.dir)
         .args(["--index", &w.to_string()])
@@ -181,11 +182,8 @@ fn spawn_writer(opts: &RealSoakOptions, w: u32) -> Result<Child, String> {
         .args(["--surfaces", opts.surfaces.as_str()])
         .args(opts.boot_retry.then_some("--boot-retry"))
         // An orphaned writer (its parent died) stops by itself after the cap and the grace.
-        .args(["--max-secs", &(opts.cap.as_secs() + 60).to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
+        .args(["--max-secs", &(opts.cap.as_secs() + 60).to_string()]);
+    ChildProc::spawn_with(cmd, false, false, Stderr::Piped)
         .map_err(|e| format!("cannot spawn writer {w} from {}: {e}", opts.exe.display()))
 }
 
@@ -252,10 +250,8 @@ pub fn run_real(opts: &RealSoakOptions) -> Result<RealSoakOutput, String> {
         match spawn_writer(opts, w) {
             Ok(c) => children.push(c),
             Err(e) => {
-                for mut c in children {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                }
+                // Dropping a ChildProc kills and reaps it.
+                drop(children);
                 return Err(e);
             }
         }
@@ -264,7 +260,7 @@ pub fn run_real(opts: &RealSoakOptions) -> Result<RealSoakOutput, String> {
     let stderr: Vec<_> = children
         .iter_mut()
         .map(|c| {
-            let pipe = c.stderr.take();
+            let pipe = c.take_stderr();
             std::thread::spawn(move || {
                 let mut text = String::new();
                 if let Some(mut p) = pipe {
@@ -291,7 +287,7 @@ pub fn run_real(opts: &RealSoakOptions) -> Result<RealSoakOutput, String> {
             break Ended::Violation;
         }
         for (i, c) in children.iter_mut().enumerate() {
-            if let Ok(Some(status)) = c.try_wait() {
+            if let Some(status) = c.try_wait() {
                 done[i] = true;
                 exited[i] = status.code();
             }
@@ -313,12 +309,11 @@ pub fn run_real(opts: &RealSoakOptions) -> Result<RealSoakOutput, String> {
             if done[i] {
                 continue;
             }
-            if let Ok(Some(status)) = c.try_wait() {
+            if let Some(status) = c.try_wait() {
                 done[i] = true;
                 exited[i] = status.code();
             } else if mono_ns() >= grace_end {
-                let _ = c.kill();
-                let _ = c.wait();
+                c.kill();
                 done[i] = true;
                 killed[i] = true;
             }

@@ -124,7 +124,8 @@ pub fn run(cfg: &WriterConfig) -> i32 {
             ttl_ms: cfg.ttl_ms,
             surfaces: cfg.surfaces,
         };
-        let writer = Writer::new(spec, RecordedStore { inner: store, caller }, env.clone(), host.clone());
+        let writer =
+            Writer::new(spec, RecordedStore { inner: store.into(), caller }, env.clone(), host.clone());
         let result = writer.run().await;
         drop(writer);
         env.detach();
