@@ -6,8 +6,9 @@
 //!
 //! Only deletions an engine identity made are judged (`args.actor`, recorded by
 //! `history::under_actor`); a checkpoint delete followed by the same identity's journal
-//! delete of the run under the same lease is part of a deletion cascade, judged by the run's
-//! status, not as a prune.
+//! delete of the run under the same lease, or made under a lease the worker took for
+//! retention (the `worker.retention.after_acquire` mark), is part of a deletion cascade,
+//! judged by the run's status, not as a prune.
 
 use std::collections::BTreeMap;
 
@@ -111,13 +112,22 @@ fn prune_only_spent_checkpoints(j: &Judged, out: &mut Vec<Violation>) {
         }
         let Some(r) = c.args.blob_ref.as_deref() else { return };
         let Some(seq) = checkpoint_seq(r, &c.run_id) else { return };
-        // Part of a cascade: the same identity deletes the run under the same lease later.
+        // Part of a cascade: the same identity deletes the run under the same lease later,
+        // or the blob delete is a retention cascade's (its brief lease was taken for
+        // retention: a crash may cut the cascade before its journal delete).
         let cascade = j.history.calls.iter().any(|d| {
             d.op == OpKind::Delete
                 && d.id > c.id
                 && d.run_id == c.run_id
                 && d.args.actor == c.args.actor
                 && d.lease == c.lease
+        }) || j.history.marks.iter().any(|m| {
+            m.point == "worker.retention.after_acquire"
+                && m.node == c.node
+                && m.incarnation == c.incarnation
+                && m.run_id == c.run_id
+                && m.epoch.is_some()
+                && m.epoch == c.lease.as_ref().map(|l| l.epoch.0)
         });
         if cascade {
             return;
@@ -273,5 +283,37 @@ mod tests {
         );
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].witness.contains("seq 5 still mentions it"), "{}", v[0].witness);
+    }
+
+    #[test]
+    fn a_retention_cascade_cut_short_by_a_crash_is_not_a_prune() {
+        use store::{Epoch, Lease};
+        let running = json!({"seq": 0, "kind": "agent", "status": "running", "key": "op:0:a"});
+        let mut delete = blob_delete(1, "r/ckpt/0");
+        delete.lease = Some(Lease { run_id: "r".into(), owner: "worker".into(), epoch: Epoch(2) });
+        let calls = vec![entry(0, running), delete];
+        let h = History {
+            applied_count: calls.len(),
+            calls,
+            marks: vec![crate::history::Mark {
+                point: "worker.retention.after_acquire",
+                node: 0,
+                incarnation: 0,
+                run_id: "r".into(),
+                epoch: Some(2),
+                applied_before: 1,
+            }],
+            ..History::default()
+        };
+        let fin = FinalState::default();
+        let j = Judged::build(&h, &fin, Expect::default());
+        let mut out = Vec::new();
+        prune_only_spent_checkpoints(&j, &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        // The same delete without the retention mark is a prune of a live checkpoint.
+        let h = History { marks: Vec::new(), ..h };
+        let j = Judged::build(&h, &fin, Expect::default());
+        prune_only_spent_checkpoints(&j, &mut out);
+        assert_eq!(out.len(), 1);
     }
 }
