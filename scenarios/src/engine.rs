@@ -17,8 +17,9 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use sim::actors::engine::{catalog_workflows, resolution_value, FactSink, LedgerWorld};
+use sim::actors::engine::{FactSink, LedgerWorld};
 use sim::history::{FactKind, History};
+use sim::ledger::{catalog_workflows, resolution_value};
 use sim::oracle::Violation;
 use sim::plan::{FaultProfile, Knobs, Plan};
 use sim::recorded::{RecordedStore, RecordedTranscripts};

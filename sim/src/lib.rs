@@ -21,6 +21,7 @@ pub mod cli;
 pub mod env;
 pub mod findings;
 pub mod history;
+pub mod ledger;
 pub mod oracle;
 pub mod plan;
 pub mod real;

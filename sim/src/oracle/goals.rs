@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use super::contract::{EntryView, MetaView};
 use super::model::{walk_grants, Judged};
 use crate::history::{FactKind, OpKind, Outcome};
 
@@ -110,7 +111,7 @@ fn run_resumed_by_a_later_segment(j: &Judged) -> bool {
             && c.args
                 .payload
                 .as_deref()
-                .and_then(|p| store::RunMeta::from_json(p).ok())
+                .and_then(MetaView::parse)
                 .and_then(|m| m.segments)
                 .is_some_and(|s| s >= 2)
     })
@@ -134,7 +135,7 @@ fn suspension_resolved(j: &Judged) -> bool {
             && c.args
                 .payload
                 .as_deref()
-                .and_then(|p| store::JournalEntry::from_json(p).ok())
+                .and_then(EntryView::parse)
                 .is_some_and(|e| e.kind == "resolution")
     })
 }

@@ -8,6 +8,7 @@
 //! the journal shows no inversion, and a stale renew or release, which leave no trace in
 //! any writer's report.
 
+pub mod contract;
 pub mod engine;
 pub mod goals;
 pub mod model;
