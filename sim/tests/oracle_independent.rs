@@ -149,7 +149,11 @@ fn the_oracle_names_only_types_and_constants_of_the_store_and_never_the_actors()
         files.iter().filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())).collect();
     // Not vacuous: the oracle's files are found and read.
     for must in ["mod.rs", "contract.rs", "properties.rs", "engine.rs", "model.rs", "goals.rs"] {
-        assert!(names.iter().any(|n| n == must), "{must} not found under {} (found {names:?})", dir.display());
+        assert!(
+            names.iter().any(|n| n == must),
+            "{must} not found under {} (found {names:?})",
+            dir.display()
+        );
     }
     let mut found = Vec::new();
     let mut store_paths = 0;

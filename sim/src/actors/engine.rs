@@ -149,4 +149,3 @@ impl FactSink {
 fn fnv_owner(owner: &str) -> u64 {
     crate::seed::fnv1a(owner.as_bytes())
 }
-

@@ -86,7 +86,11 @@ fn safe_segment(s: &str) -> bool {
 }
 
 /// An optional field: absent or null is `Some(None)`; present with the wrong type is `None`.
-fn optional<'v, T>(o: &'v serde_json::Map<String, Value>, k: &str, f: impl Fn(&'v Value) -> Option<T>) -> Option<Option<T>> {
+fn optional<'v, T>(
+    o: &'v serde_json::Map<String, Value>,
+    k: &str,
+    f: impl Fn(&'v Value) -> Option<T>,
+) -> Option<Option<T>> {
     match o.get(k) {
         None | Some(Value::Null) => Some(None),
         Some(v) => f(v).map(Some),
@@ -239,7 +243,8 @@ pub fn checkpoint_seq(blob_ref: &str) -> Option<u64> {
 /// The status a `run_settle` decision records (engine-model.md 3.3): a `decision` whose
 /// value has `decisionType: run_settle` and a status word in `runStatus`.
 pub fn settle_status(e: &EntryView) -> Option<Status> {
-    if e.kind != "decision" || e.value.get("decisionType").and_then(Value::as_str) != Some(RUN_SETTLE_DECISION_TYPE)
+    if e.kind != "decision"
+        || e.value.get("decisionType").and_then(Value::as_str) != Some(RUN_SETTLE_DECISION_TYPE)
     {
         return None;
     }
@@ -279,7 +284,9 @@ fn dangling(e: &EntryView, all: &[EntryView]) -> bool {
 fn open_suspension(e: &EntryView, all: &[EntryView]) -> bool {
     matches!(e.kind.as_str(), "external" | "approval")
         && e.status == "suspended"
-        && !all.iter().any(|r| matches!(r.kind.as_str(), "resolution" | "abandon") && r.ref_seq == Some(e.seq))
+        && !all
+            .iter()
+            .any(|r| matches!(r.kind.as_str(), "resolution" | "abandon") && r.ref_seq == Some(e.seq))
 }
 
 /// `auditRun`'s decision table (engine-model.md 7.1), as a pure function of the meta status
@@ -293,7 +300,10 @@ pub fn audit(meta: Option<Status>, entries: &[EntryView]) -> Audit {
         return if entries.is_empty() {
             done(Verdict::Consistent, "no journal and no meta row".into())
         } else {
-            done(Verdict::Suspect, "a journal without a meta row (a crash before the first meta write)".into())
+            done(
+                Verdict::Suspect,
+                "a journal without a meta row (a crash before the first meta write)".into(),
+            )
         };
     };
     match settle {
@@ -322,9 +332,10 @@ pub fn audit(meta: Option<Status>, entries: &[EntryView]) -> Audit {
             Verdict::Stranded,
             format!("terminal meta {meta} over {dangling_all} dangling dispatch(es) and no journaled settle"),
         ),
-        None if matches!(meta, Status::Ok | Status::Exhausted) && open > 0 => {
-            done(Verdict::Suspect, format!("meta {meta} with {open} open suspension(s) and no journaled settle"))
-        }
+        None if matches!(meta, Status::Ok | Status::Exhausted) && open > 0 => done(
+            Verdict::Suspect,
+            format!("meta {meta} with {open} open suspension(s) and no journaled settle"),
+        ),
         None if meta.is_terminal() => {
             done(Verdict::Consistent, "terminal meta over a structurally quiet journal".into())
         }
@@ -400,7 +411,10 @@ mod tests {
     fn filters_follow_meta_matches_filter() {
         let m = meta(json!({"runId": "r", "status": "running", "name": "n", "tags": ["a", "b"]}));
         use RunStatus::{Ok as OkS, Running as RunningS};
-        let f = |status: Option<RunStatus>, statuses: Option<Vec<RunStatus>>, name: Option<&str>, tags: Option<&[&str]>| RunFilter {
+        let f = |status: Option<RunStatus>,
+                 statuses: Option<Vec<RunStatus>>,
+                 name: Option<&str>,
+                 tags: Option<&[&str]>| RunFilter {
             status,
             statuses,
             name: name.map(str::to_string),
@@ -409,7 +423,10 @@ mod tests {
         assert!(filter_matches(&f(None, None, None, None), &m));
         assert!(filter_matches(&f(Some(OkS), Some(vec![RunningS]), None, None), &m), "either-match");
         assert!(filter_matches(&f(Some(RunningS), Some(vec![]), None, None), &m));
-        assert!(!filter_matches(&f(None, Some(vec![]), None, None), &m), "statuses: [] alone matches nothing");
+        assert!(
+            !filter_matches(&f(None, Some(vec![]), None, None), &m),
+            "statuses: [] alone matches nothing"
+        );
         assert!(filter_matches(&f(None, None, Some("n"), Some(&["b"])), &m));
         assert!(!filter_matches(&f(None, None, Some("other"), None), &m));
         assert!(!filter_matches(&f(None, None, None, Some(&["a", "c"])), &m), "tags are all-of");
@@ -429,9 +446,12 @@ mod tests {
         assert_eq!(checkpoint_seq("run-1/ckpt/3"), Some(3));
         assert_eq!(checkpoint_seq("run-1/t0"), None);
         let settle = |seq: u64, s: &str| {
-            entry(json!({"seq": seq, "kind": "decision", "status": "ok", "value": {"decisionType": "run_settle", "runStatus": s}}))
+            entry(
+                json!({"seq": seq, "kind": "decision", "status": "ok", "value": {"decisionType": "run_settle", "runStatus": s}}),
+            )
         };
-        let other = entry(json!({"seq": 4, "kind": "decision", "status": "ok", "value": {"decisionType": "x"}}));
+        let other =
+            entry(json!({"seq": 4, "kind": "decision", "status": "ok", "value": {"decisionType": "x"}}));
         let j = [settle(1, "error"), settle(2, "suspended"), settle(3, "running"), other];
         assert_eq!(last_run_settle(&j), Some((2, Status::Suspended)), "running is no outcome");
         assert_eq!(settle_status(&j[2]), Some(Status::Running));
@@ -444,9 +464,12 @@ mod tests {
     #[test]
     fn the_audit_table() {
         let running = |seq: u64| entry(json!({"seq": seq, "kind": "agent", "status": "running"}));
-        let terminal = |seq: u64, of: u64| entry(json!({"seq": seq, "kind": "agent", "status": "ok", "ref": of}));
+        let terminal =
+            |seq: u64, of: u64| entry(json!({"seq": seq, "kind": "agent", "status": "ok", "ref": of}));
         let settle = |seq: u64, s: &str| {
-            entry(json!({"seq": seq, "kind": "decision", "status": "ok", "value": {"decisionType": "run_settle", "runStatus": s}}))
+            entry(
+                json!({"seq": seq, "kind": "decision", "status": "ok", "value": {"decisionType": "run_settle", "runStatus": s}}),
+            )
         };
         let suspension = |seq: u64| entry(json!({"seq": seq, "kind": "approval", "status": "suspended"}));
         let v = |m: Option<Status>, e: &[EntryView]| audit(m, e).verdict;
@@ -471,7 +494,9 @@ mod tests {
     fn checkpoints_decode_by_the_format() {
         let good = |turns: Value| {
             let mut b = vec![0x01];
-            b.extend(json!({"v": 1, "turns": turns, "toolCallsUsed": 0, "messages": []}).to_string().into_bytes());
+            b.extend(
+                json!({"v": 1, "turns": turns, "toolCallsUsed": 0, "messages": []}).to_string().into_bytes(),
+            );
             b
         };
         assert_eq!(checkpoint_turns(&good(json!(3))), Some(3));

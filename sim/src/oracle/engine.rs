@@ -20,8 +20,8 @@ use serde_json::Value;
 use store::engine::Op;
 
 use super::contract::{
-    audit, checkpoint_seq, checkpoint_turns, op_key, run_of_ref, settle_status, EntryView, MetaView,
-    Status, Verdict,
+    audit, checkpoint_seq, checkpoint_turns, op_key, run_of_ref, settle_status, EntryView, MetaView, Status,
+    Verdict,
 };
 use super::model::{t, walk_grants, who, Judged};
 use super::{Expectation, Property, Violation};
@@ -814,11 +814,8 @@ fn deleted_run_leaves_no_blobs(j: &Judged, out: &mut Vec<Violation>) {
                 if !cascade {
                     continue;
                 }
-                let left: Vec<&str> = blobs
-                    .keys()
-                    .copied()
-                    .filter(|r| run_of_ref(r) == c.run_id && r.contains('/'))
-                    .collect();
+                let left: Vec<&str> =
+                    blobs.keys().copied().filter(|r| run_of_ref(r) == c.run_id && r.contains('/')).collect();
                 if !left.is_empty() {
                     out.push(Violation {
                         property: "deleted_run_leaves_no_blobs",
@@ -1138,7 +1135,8 @@ mod tests {
             l
         }
         fn meta(&mut self, node: u32, l: Option<&Lease>, run: &str, status: RunStatus, segments: u64) {
-            let m = json!({"runId": run, "status": Status::of(status).word(), "segments": segments}).to_string();
+            let m =
+                json!({"runId": run, "status": Status::of(status).word(), "segments": segments}).to_string();
             let args = Args { payload: Some(m.clone()), ..Args::default() };
             self.push(node, OpKind::PutMeta, run, l.cloned(), args, None);
             self.fin.meta.insert(run.into(), m);

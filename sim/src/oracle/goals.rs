@@ -132,10 +132,6 @@ fn turn_paid_again_in_a_window(j: &Judged) -> bool {
 fn suspension_resolved(j: &Judged) -> bool {
     j.applied.iter().any(|c| {
         c.op == OpKind::Append
-            && c.args
-                .payload
-                .as_deref()
-                .and_then(EntryView::parse)
-                .is_some_and(|e| e.kind == "resolution")
+            && c.args.payload.as_deref().and_then(EntryView::parse).is_some_and(|e| e.kind == "resolution")
     })
 }

@@ -595,9 +595,17 @@ impl ReadModel {
                     .collect();
                 for (v, view) in &listed {
                     match view {
-                        None => return Some(format!("listed {} which is not a meta record", short(&v.to_string()))),
+                        None => {
+                            return Some(format!(
+                                "listed {} which is not a meta record",
+                                short(&v.to_string())
+                            ))
+                        }
                         Some(m) if filter_excludes_strictly(filter, m) => {
-                            return Some(format!("listed run {} ({}) which the filter excludes", m.run_id, m.status));
+                            return Some(format!(
+                                "listed run {} ({}) which the filter excludes",
+                                m.run_id, m.status
+                            ));
                         }
                         Some(_) => {}
                     }
@@ -820,8 +828,10 @@ mod tests {
         let named = RunFilter { name: Some("other".into()), ..RunFilter::default() };
         h.calls[1].read = Some(Read::Runs { filter: named, metas: vec![running.clone()] });
         assert_eq!(judge(&h, None, "reads_see_serial_history").len(), 1, "name must be honoured");
-        let resumable =
-            RunFilter { statuses: Some(vec![RunStatus::Running, RunStatus::Suspended]), ..RunFilter::default() };
+        let resumable = RunFilter {
+            statuses: Some(vec![RunStatus::Running, RunStatus::Suspended]),
+            ..RunFilter::default()
+        };
         h.calls[1].read = Some(Read::Runs { filter: resumable, metas: vec![] });
         assert_eq!(judge(&h, None, "reads_see_serial_history").len(), 1);
     }
@@ -843,7 +853,8 @@ mod tests {
     }
 
     fn append(id: usize, seq: u64, tag: &str) -> (Call, String) {
-        let e = json!({"seq": seq, "kind": "soak", "status": "ok", "key": "", "value": { "tag": tag }}).to_string();
+        let e = json!({"seq": seq, "kind": "soak", "status": "ok", "key": "", "value": { "tag": tag }})
+            .to_string();
         let args = Args { seq: Some(seq), payload: Some(e.clone()), ..Args::default() };
         (call(id, OpKind::Append, args, Some(id), id + 1), e)
     }
