@@ -415,7 +415,9 @@ async fn node_body(node: NodeCtx) {
                     };
                     match engine.journal().list_runs(&filter).await {
                         Err(StoreError::Crashed { .. }) => return,
-                        Ok(metas) if metas.iter().any(|m| m.run_id == spec.run_id) => {}
+                        // `statuses` may over-match (the contract allows it): check the status.
+                        Ok(metas)
+                            if metas.iter().any(|m| m.run_id == spec.run_id && m.status.is_terminal()) => {}
                         _ => continue,
                     }
                 } else {

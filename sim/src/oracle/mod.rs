@@ -7,6 +7,11 @@
 //! lets the oracle see a stale mutation that committed after a successor's grant even when
 //! the journal shows no inversion, and a stale renew or release, which leave no trace in
 //! any writer's report.
+//!
+//! The oracle is independent of the system under test: it reads payloads, filters,
+//! settles, audits, checkpoints and journal keys through its own reading of the contract
+//! ([`contract`]), and takes the world's expected values from [`crate::ledger`], never from
+//! the store's functions or the actors (`sim/tests/oracle_independent.rs` holds it to that).
 
 pub mod contract;
 pub mod engine;
