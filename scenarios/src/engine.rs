@@ -26,6 +26,7 @@ use std::time::Duration;
 use sim::actors::engine::{FactSink, LedgerWorld};
 use sim::history::{FactKind, History};
 use sim::ledger::{catalog_workflows, resolution_value};
+use sim::oracle::goals::{required, Required};
 use sim::oracle::Violation;
 use sim::plan::{FaultProfile, Knobs, Plan};
 use sim::recorded::{RecordedStore, RecordedTranscripts};
@@ -71,7 +72,14 @@ pub struct EngineScenario {
     /// Runs carry a name and tags, hosts list their retry candidates by tag, and the operator
     /// takes censuses with drawn filters.
     pub labels: bool,
+    /// The coverage goals a sweep must meet, each in a share of its seeds.
+    pub coverage: &'static [Required],
 }
+
+/// Shares (per mille) of seeds in which a paying segment is told it lost its lease.
+const PAYING_QUEUE: u32 = 250;
+const PAYING_F1: u32 = 120;
+const PAYING_F2: u32 = 150;
 
 pub static QUEUE: EngineScenario = EngineScenario {
     name: "queue",
@@ -84,6 +92,17 @@ pub static QUEUE: EngineScenario = EngineScenario {
     focus: Focus::Everywhere,
     key_points: &[],
     labels: true,
+    coverage: &[
+        required("busy_met", 200),
+        required("crash_after_commit", 30),
+        required("restarted_process_wrote", 100),
+        required("run_resumed_by_a_later_segment", 900),
+        required("superseded_write_refused", 150),
+        required("suspension_resolved", 700),
+        required("takeover_of_a_silent_holder", 300),
+        required("turn_paid_again_in_a_window", 120),
+        required("paying_holder_told_superseded", PAYING_QUEUE),
+    ],
 };
 
 pub static F1_STALE_SETTLE: EngineScenario = EngineScenario {
@@ -97,6 +116,14 @@ pub static F1_STALE_SETTLE: EngineScenario = EngineScenario {
     focus: Focus::StaleSettle,
     key_points: &[FaultPoint::WorkerDriveBeforeRenew],
     labels: false,
+    coverage: &[
+        required("restarted_process_wrote", 40),
+        required("run_resumed_by_a_later_segment", 150),
+        required("superseded_write_refused", 100),
+        required("takeover_of_a_silent_holder", 150),
+        required("turn_paid_again_in_a_window", 120),
+        required("paying_holder_told_superseded", PAYING_F1),
+    ],
 };
 
 pub static F2_STALE_CHECKPOINT: EngineScenario = EngineScenario {
@@ -110,6 +137,13 @@ pub static F2_STALE_CHECKPOINT: EngineScenario = EngineScenario {
     focus: Focus::StaleCheckpoint,
     key_points: &[FaultPoint::WorkerDriveBeforeRenew],
     labels: false,
+    coverage: &[
+        required("run_resumed_by_a_later_segment", 150),
+        required("superseded_write_refused", 120),
+        required("takeover_of_a_silent_holder", 150),
+        required("turn_paid_again_in_a_window", 120),
+        required("paying_holder_told_superseded", PAYING_F2),
+    ],
 };
 
 pub static F4_STALE_RETENTION: EngineScenario = EngineScenario {
@@ -123,6 +157,11 @@ pub static F4_STALE_RETENTION: EngineScenario = EngineScenario {
     focus: Focus::StaleRetention,
     key_points: &[FaultPoint::WorkerRetentionAfterAcquire],
     labels: false,
+    coverage: &[
+        required("run_resumed_by_a_later_segment", 60),
+        required("superseded_write_refused", 80),
+        required("takeover_of_a_silent_holder", 80),
+    ],
 };
 
 /// One run of the workload.
@@ -325,12 +364,35 @@ impl Scenario for EngineScenario {
         })
     }
 
-    fn scenario_checks(&self, _world: &WorldState, _history: &History, _fin: &FinalState) -> Vec<Violation> {
-        Vec::new()
+    /// The engine quorum: a run in which no host submitted a run, no turn was paid or no
+    /// segment settled gave the engine properties nothing to judge, and is not a pass.
+    fn scenario_checks(&self, _world: &WorldState, history: &History, _fin: &FinalState) -> Vec<Violation> {
+        let (mut submitted, mut paid, mut settled) = (0u64, 0u64, 0u64);
+        for f in &history.facts {
+            match f.kind {
+                FactKind::Submitted { .. } => submitted += 1,
+                FactKind::Paid { .. } => paid += 1,
+                FactKind::Settled { .. } => settled += 1,
+                _ => {}
+            }
+        }
+        if submitted > 0 && paid > 0 && settled > 0 {
+            return Vec::new();
+        }
+        vec![Violation::new(
+            "engine_quorum_reached",
+            format!(
+                "the engine did too little to judge: {submitted} runs submitted, {paid} turns paid, {settled} segments settled (each must be at least 1)"
+            ),
+        )]
     }
 
     fn key_points(&self) -> &'static [FaultPoint] {
         self.key_points
+    }
+
+    fn coverage(&self) -> &'static [Required] {
+        self.coverage
     }
 
     fn smaller_knobs(&self, knobs: &Knobs) -> Vec<Knobs> {

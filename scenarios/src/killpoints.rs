@@ -22,6 +22,7 @@ use std::time::Duration;
 use serde_json::Value;
 use sim::actors::engine::{FactSink, LedgerWorld};
 use sim::history::{FactKind, History};
+use sim::oracle::goals::{required, Required};
 use sim::oracle::Violation;
 use sim::plan::{FaultProfile, Knobs, Plan};
 use sim::recorded::{RecordedStore, RecordedTranscripts};
@@ -228,9 +229,21 @@ async fn referee(node: NodeCtx, sh: Rc<KillShared>) {
     sh.referee_done.set(true);
 }
 
+/// Every seed plays every row: each resume is a later segment after a silent holder's
+/// lease lapsed, and the `before` rows pay a turn again.
+const COVERAGE: &[Required] = &[
+    required("run_resumed_by_a_later_segment", 990),
+    required("takeover_of_a_silent_holder", 990),
+    required("turn_paid_again_in_a_window", 990),
+];
+
 impl Scenario for KillPoints {
     fn name(&self) -> &'static str {
         "kill-points"
+    }
+
+    fn coverage(&self) -> &'static [Required] {
+        COVERAGE
     }
 
     fn describe(&self) -> &'static str {

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use sim::actors::soak::{referee, Activity, SoakShared, Writer, WriterSpec};
 use sim::history::History;
+use sim::oracle::goals::{required, Required};
 use sim::oracle::Violation;
 use sim::plan::{FaultProfile, Knobs, Plan};
 use sim::seed::{rng, Draw};
@@ -31,6 +32,8 @@ pub struct Soak {
     pub writers: (u64, u64),
     pub surfaces: Surfaces,
     pub emphasis: Emphasis,
+    /// The coverage goals a sweep must meet, each in a share of its seeds.
+    pub coverage: &'static [Required],
 }
 
 /// Where the swarm puts its faults.
@@ -51,6 +54,13 @@ pub static SOAK: Soak = Soak {
     writers: (3, 5),
     surfaces: Surfaces::All,
     emphasis: Emphasis::Everywhere,
+    coverage: &[
+        required("takeover_of_a_silent_holder", 900),
+        required("superseded_write_refused", 900),
+        required("busy_met", 150),
+        required("crash_after_commit", 10),
+        required("restarted_process_wrote", 25),
+    ],
 };
 
 /// F3: the soak over the always-fenced surfaces, stalls aimed at the check-to-mutation gap.
@@ -61,6 +71,11 @@ pub static F3_CHECK_THEN_MUTATE: Soak = Soak {
     writers: (3, 4),
     surfaces: Surfaces::LeaseCore,
     emphasis: Emphasis::CheckWindows,
+    coverage: &[
+        required("takeover_of_a_silent_holder", 900),
+        required("superseded_write_refused", 900),
+        required("busy_met", 400),
+    ],
 };
 
 /// B: six to eight processes construct the store over one fresh file at the same instant.
@@ -70,6 +85,11 @@ pub static BOOT_RACE: Soak = Soak {
     writers: (6, 8),
     surfaces: Surfaces::All,
     emphasis: Emphasis::Boot,
+    coverage: &[
+        required("takeover_of_a_silent_holder", 900),
+        required("superseded_write_refused", 900),
+        required("busy_met", 250),
+    ],
 };
 
 /// The F3 windows: between the fence check and the mutation of append, renew and release.
@@ -174,6 +194,10 @@ impl Scenario for Soak {
                 crash_points: Vec::new(),
             },
         }
+    }
+
+    fn coverage(&self) -> &'static [Required] {
+        self.coverage
     }
 
     fn key_points(&self) -> &'static [FaultPoint] {

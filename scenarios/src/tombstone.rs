@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use sim::actors::tombstone::{Tenant, TombShared};
 use sim::history::History;
+use sim::oracle::goals::{required, Required};
 use sim::oracle::Violation;
 use sim::plan::{FaultProfile, Knobs, Plan};
 use sim::seed::{rng, Draw};
@@ -61,9 +62,22 @@ fn shared(world: &WorldState) -> Rc<TombShared> {
     world.shared.clone().downcast::<TombShared>().unwrap_or_else(|_| Rc::new(TombShared::new(0, 0, 0)))
 }
 
+/// What a tombstone sweep must reach: takeovers, refused zombies, busy, crashes.
+const COVERAGE: &[Required] = &[
+    required("takeover_of_a_silent_holder", 700),
+    required("superseded_write_refused", 900),
+    required("busy_met", 100),
+    required("crash_after_commit", 1),
+    required("restarted_process_wrote", 8),
+];
+
 impl Scenario for Tombstone {
     fn name(&self) -> &'static str {
         "tombstone"
+    }
+
+    fn coverage(&self) -> &'static [Required] {
+        COVERAGE
     }
 
     fn describe(&self) -> &'static str {

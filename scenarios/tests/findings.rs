@@ -60,7 +60,7 @@ fn tombstone_is_clean_under_current_over_1000_seeds() {
             shard: None,
             jobs: 2,
             fail_fast: false,
-            check_determinism: false,
+            determinism_every: 0,
             progress: false,
         },
     );
@@ -100,7 +100,7 @@ fn key_points_of_targeted_scenarios_fire_under_current() {
                 shard: None,
                 jobs: 2,
                 fail_fast: false,
-                check_determinism: false,
+                determinism_every: 0,
                 progress: false,
             },
         );

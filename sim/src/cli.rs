@@ -3,8 +3,11 @@
 //! real-process mode's `soak`, `bench-real` and its hidden child entry points live in
 //! `crate::real::cli`.
 //!
-//! Exit codes CI can use: 0 = every run passed, 1 = a property failed, 2 = bad input (an
-//! unknown scenario or profile, a malformed seed range or shard, an unreadable plan).
+//! Exit codes CI can use: 0 = every run passed, 1 = a property failed (or a seed was not
+//! deterministic), 2 = bad input (an unknown scenario or profile, a malformed seed range or
+//! shard, an unreadable plan), 3 = coverage shortfall (every run passed, but a goal the
+//! scenario declares was met in fewer seeds than it requires: the sweep did not reach what
+//! it exists to test).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -257,6 +260,12 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                     println!();
                 }
                 print!("{}", failure_text(&out.report));
+                if !out.report.windows.is_empty() {
+                    println!("  at-least-once windows (superseded holders' work before they were told; not violations):");
+                    for w in &out.report.windows {
+                        println!("    {}", w.describe());
+                    }
+                }
             }
             i32::from(!out.report.passed)
         }
@@ -286,13 +295,19 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
             let progress = std::io::stderr().is_terminal();
             let mut reports = Vec::new();
             for s in scenarios {
-                let opts =
-                    SweepOptions { profile, range, shard, jobs, fail_fast, check_determinism, progress };
+                let opts = SweepOptions {
+                    profile,
+                    range,
+                    shard,
+                    jobs,
+                    fail_fast,
+                    determinism_every: u64::from(check_determinism),
+                    progress,
+                };
                 let report = sweep::run(s, &opts);
                 print!("{}", report.summary_table());
                 reports.push(report);
             }
-            let failed = reports.iter().any(|r| !r.failures.is_empty() || !r.nondeterministic.is_empty());
             if let Some(path) = json {
                 let body = if reports.len() == 1 {
                     serde_json::to_string_pretty(&reports[0])
@@ -303,7 +318,7 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                     return usage(format!("cannot write {}: {e}", path.display()));
                 }
             }
-            i32::from(failed)
+            sweep::exit_code(&reports)
         }
         Command::Audit { db, repair, json } => match crate::audit::audit(&db, repair) {
             Err(e) => usage(format!("audit: {e}")),
@@ -327,7 +342,7 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                 shard: None,
                 jobs: 1,
                 fail_fast: false,
-                check_determinism: false,
+                determinism_every: 0,
                 progress: std::io::stderr().is_terminal(),
             };
             let cpu_before = crate::real::clock::cpu_times();
@@ -380,7 +395,7 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                     return usage(format!("cannot write {}: {e}", path.display()));
                 }
             }
-            i32::from(!merged.failures.is_empty())
+            sweep::exit_code(std::slice::from_ref(&merged))
         }
         Command::Findings { seeds, rows, jobs, json } => {
             let jobs =

@@ -278,7 +278,16 @@ pub struct ScenarioClean {
     pub failing_seeds: Vec<u64>,
     pub key_points: Vec<KeyPoint>,
     pub wall_ms: u64,
+    /// Seeds replayed to check determinism (every 25th), and those whose replay differed.
+    pub determinism_checked: u64,
+    pub nondeterministic: Vec<u64>,
+    /// The scenario's declared coverage goals (seeds met / required) and those that fell short.
+    pub goals: BTreeMap<String, crate::sweep::GoalCoverage>,
+    pub goals_unmet: Vec<String>,
 }
+
+/// Every `DETERMINISM_EVERY`-th seed of a `current` sweep runs twice.
+pub const DETERMINISM_EVERY: u64 = 25;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct KeyPoint {
@@ -295,11 +304,16 @@ pub struct FindingsReport {
 }
 
 impl FindingsReport {
-    /// Every finding caught, `current` clean, every key point fired.
+    /// Every finding caught, `current` clean and deterministic, every key point fired, every
+    /// declared coverage goal met.
     pub fn ok(&self) -> bool {
         self.findings.iter().all(|r| r.caught && r.key_points_never_fired.is_empty())
             && self.current_clean.failures == 0
-            && self.current_clean.scenarios.iter().all(|s| s.key_points.iter().all(|k| k.fired > 0))
+            && self.current_clean.scenarios.iter().all(|s| {
+                s.key_points.iter().all(|k| k.fired > 0)
+                    && s.goals_unmet.is_empty()
+                    && s.nondeterministic.is_empty()
+            })
     }
 
     /// The human table (fixed columns), then the `current` sweep.
@@ -370,6 +384,21 @@ impl FindingsReport {
                 "  {:<22} {} failing{} in {}ms{}",
                 sc.scenario, sc.failures, fails, sc.wall_ms, keys
             );
+            let goals: Vec<String> =
+                sc.goals.iter().map(|(g, c)| format!("{g} {}/{}", c.met_seeds, c.required)).collect();
+            if !goals.is_empty() {
+                let _ = writeln!(s, "  {:<22} goals met/required: {}", "", goals.join(", "));
+            }
+            if !sc.goals_unmet.is_empty() {
+                let _ = writeln!(s, "  {:<22} COVERAGE SHORTFALL: {}", "", sc.goals_unmet.join(", "));
+            }
+            if !sc.nondeterministic.is_empty() {
+                let _ = writeln!(
+                    s,
+                    "  {:<22} NONDETERMINISTIC seeds (of {} replayed): {:?}",
+                    "", sc.determinism_checked, sc.nondeterministic
+                );
+            }
         }
         let _ = writeln!(s, "verdict: {}", if self.ok() { "PASS" } else { "FAIL" });
         s
@@ -431,7 +460,7 @@ pub fn run(catalog: &[&'static dyn Scenario], opts: &FindingsOptions) -> Result<
                 shard: None,
                 jobs: opts.jobs,
                 fail_fast: false,
-                check_determinism: false,
+                determinism_every: DETERMINISM_EVERY,
                 progress: opts.bar,
             },
         );
@@ -450,6 +479,10 @@ pub fn run(catalog: &[&'static dyn Scenario], opts: &FindingsOptions) -> Result<
             failing_seeds: sw.failures.iter().map(|f| f.seed).collect(),
             key_points,
             wall_ms: sw.wall_ms,
+            determinism_checked: sw.seeds_run.div_ceil(DETERMINISM_EVERY),
+            nondeterministic: sw.nondeterministic.clone(),
+            goals: sw.goals.clone(),
+            goals_unmet: sw.goals_unmet.clone(),
         });
         sweeps.insert(s.name(), sw);
     }

@@ -105,6 +105,9 @@ pub struct RunReport {
     pub table: Option<String>,
     /// The coverage goals this run met.
     pub goals: Vec<String>,
+    /// Superseded holders' at-least-once windows (work done before a refusal told them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<crate::oracle::lost_lease::Window>,
 }
 
 /// The exact command that reproduces a run.

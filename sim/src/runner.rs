@@ -69,11 +69,12 @@ fn execute_with(
         return Err(format!("the plan is for scenario {:?}, not {:?}", plan.scenario, scenario.name()));
     }
     let out = run(scenario, Profile::of(profile), plan.clone())?;
-    let (mut violations, goals) = assess(
+    let assessment = assess(
         &out.history,
         &out.fin,
         Expect { contiguous_seqs: scenario.contiguous_seqs(), ttl_ms: Some(plan.knobs.ttl_ms) },
     );
+    let mut violations = assessment.violations;
     violations.extend(out.scenario_violations.iter().cloned());
     if full_plan || !violations.is_empty() {
         plan.materialize();
@@ -98,7 +99,8 @@ fn execute_with(
             .map(|(k, v)| (k.to_string(), (v.reached, v.fired, v.crashed)))
             .collect(),
         table: out.table.clone(),
-        goals: goals.iter().map(|g| g.to_string()).collect(),
+        goals: assessment.goals.iter().map(|g| g.to_string()).collect(),
+        windows: assessment.windows,
     };
     Ok(Outcome { plan, history: out.history, fin: out.fin, violations, report })
 }

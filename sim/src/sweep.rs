@@ -64,7 +64,9 @@ pub struct SweepOptions {
     pub shard: Option<Shard>,
     pub jobs: usize,
     pub fail_fast: bool,
-    pub check_determinism: bool,
+    /// Run every k-th seed of the range twice and compare trace hashes (0: never, 1: every
+    /// seed).
+    pub determinism_every: u64,
     pub progress: bool,
 }
 
@@ -110,6 +112,34 @@ pub struct SweepReport {
     /// Per coverage goal: in how many seeds it was met (goals never met are listed too).
     #[serde(default)]
     pub goals_met: BTreeMap<String, u64>,
+    /// The scenario's declared goals: the share and seeds required, the seeds that met it.
+    #[serde(default)]
+    pub goals: BTreeMap<String, GoalCoverage>,
+    /// Declared goals met in fewer seeds than required: a coverage shortfall.
+    #[serde(default)]
+    pub goals_unmet: Vec<String>,
+}
+
+/// One declared coverage goal over a sweep.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GoalCoverage {
+    /// The share of seeds (per mille) the scenario requires.
+    pub required_permille: u32,
+    /// The seeds that share is of this sweep.
+    pub required: u64,
+    pub met_seeds: u64,
+}
+
+/// The exit code of a set of sweep reports: 1 when a property failed or a seed was not
+/// deterministic, else 3 when a declared coverage goal fell short, else 0.
+pub fn exit_code(reports: &[SweepReport]) -> i32 {
+    if reports.iter().any(|r| !r.failures.is_empty() || !r.nondeterministic.is_empty()) {
+        1
+    } else if reports.iter().any(|r| !r.goals_unmet.is_empty()) {
+        3
+    } else {
+        0
+    }
 }
 
 impl SweepReport {
@@ -155,7 +185,21 @@ impl SweepReport {
         m.failures.sort_by_key(|f| f.seed);
         m.nondeterministic.sort();
         m.shards.sort_by_key(|s| s.index);
+        m.settle_goals();
         Ok(m)
+    }
+
+    /// Recompute each declared goal's required seeds and met seeds from the totals, and the
+    /// list of goals that fell short.
+    fn settle_goals(&mut self) {
+        self.goals_unmet.clear();
+        for (name, g) in self.goals.iter_mut() {
+            g.required = crate::oracle::goals::Required::seeds_needed(g.required_permille, self.seeds_run);
+            g.met_seeds = self.goals_met.get(name).copied().unwrap_or(0);
+            if g.met_seeds < g.required {
+                self.goals_unmet.push(name.clone());
+            }
+        }
     }
 
     pub fn summary_table(&self) -> String {
@@ -192,18 +236,40 @@ impl SweepReport {
         s
     }
 
-    /// The coverage goals: seeds that met each, then the goals never met.
+    /// The scenario's declared coverage goals (met seeds / required seeds), each shortfall in
+    /// words, then the undeclared goals the sweep happened to meet.
     pub fn goals_line(&self) -> String {
-        let met: Vec<String> =
-            self.goals_met.iter().filter(|(_, n)| **n > 0).map(|(g, n)| format!("{g} {n}")).collect();
-        let never: Vec<&str> =
-            self.goals_met.iter().filter(|(_, n)| **n == 0).map(|(g, _)| g.as_str()).collect();
-        let mut s = format!(
-            "  coverage goals (seeds): {}\n",
-            if met.is_empty() { "none".into() } else { met.join(", ") }
-        );
-        if !never.is_empty() {
-            s.push_str(&format!("  goals never met: {}\n", never.join(", ")));
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        if self.goals.is_empty() {
+            s.push_str("  coverage goals: none declared by this scenario\n");
+        } else {
+            let list: Vec<String> =
+                self.goals.iter().map(|(g, c)| format!("{g} {}/{}", c.met_seeds, c.required)).collect();
+            let _ = writeln!(s, "  coverage goals (seeds met/required): {}", list.join(", "));
+        }
+        for name in &self.goals_unmet {
+            if let Some(c) = self.goals.get(name) {
+                let _ = writeln!(
+                    s,
+                    "  COVERAGE SHORTFALL: {name} met in {} of {} seeds; the scenario requires {} ({}.{}% of the seeds), {} short",
+                    c.met_seeds,
+                    self.seeds_run,
+                    c.required,
+                    c.required_permille / 10,
+                    c.required_permille % 10,
+                    c.required - c.met_seeds
+                );
+            }
+        }
+        let extra: Vec<String> = self
+            .goals_met
+            .iter()
+            .filter(|(g, n)| **n > 0 && !self.goals.contains_key(*g))
+            .map(|(g, n)| format!("{g} {n}"))
+            .collect();
+        if !extra.is_empty() {
+            let _ = writeln!(s, "  also met (not required): {}", extra.join(", "));
         }
         s
     }
@@ -259,7 +325,7 @@ fn run_seed(scenario: &'static dyn Scenario, opts: &SweepOptions, seed: u64) -> 
     match execute_for_sweep(scenario, opts.profile, seed) {
         Ok(out) => {
             let mut nondeterministic = false;
-            if opts.check_determinism {
+            if opts.determinism_every > 0 && (seed - opts.range.start) % opts.determinism_every == 0 {
                 if let Ok(again) = execute_for_sweep(scenario, opts.profile, seed) {
                     nondeterministic = again.report.trace_hash != out.report.trace_hash;
                     if nondeterministic {
@@ -350,6 +416,17 @@ pub fn run(scenario: &'static dyn Scenario, opts: &SweepOptions) -> SweepReport 
         wall_ms: 0,
         fault_points_hit: BTreeMap::new(),
         goals_met: crate::oracle::goals::GOALS.iter().map(|g| (g.name.to_string(), 0)).collect(),
+        goals: scenario
+            .coverage()
+            .iter()
+            .map(|r| {
+                (
+                    r.goal.to_string(),
+                    GoalCoverage { required_permille: r.permille, ..GoalCoverage::default() },
+                )
+            })
+            .collect(),
+        goals_unmet: Vec::new(),
     };
     std::thread::scope(|scope| {
         for _ in 0..opts.jobs.min(total.max(1)) {
@@ -407,6 +484,7 @@ pub fn run(scenario: &'static dyn Scenario, opts: &SweepOptions) -> SweepReport 
     report.nondeterministic.sort_unstable();
     report.seeds_per_sec = report.seeds_run as f64 / wall.as_secs_f64().max(1e-9);
     report.wall_ms = wall.as_millis() as u64;
+    report.settle_goals();
     report
 }
 
@@ -443,5 +521,90 @@ impl SweepReport {
             }
             self.failures.push(f);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Coverage gating: a declared goal met in fewer seeds than its share is a shortfall
+    //! (exit 3), a property failure or a nondeterministic seed outranks it (exit 1), and a
+    //! merge of shards recomputes the requirement over the merged seed count.
+
+    use super::*;
+
+    fn report(seeds: u64, met: u64, permille: u32) -> SweepReport {
+        let mut r = SweepReport {
+            scenario: "s".into(),
+            profile: "current".into(),
+            range: SeedRange { start: 0, end: seeds },
+            shards: Vec::new(),
+            seeds_run: seeds,
+            failures: Vec::new(),
+            failures_per_property: BTreeMap::new(),
+            nondeterministic: Vec::new(),
+            seeds_per_sec: 0.0,
+            wall_ms: 0,
+            fault_points_hit: BTreeMap::new(),
+            goals_met: [("busy_met".to_string(), met)].into_iter().collect(),
+            goals: [(
+                "busy_met".to_string(),
+                GoalCoverage { required_permille: permille, ..GoalCoverage::default() },
+            )]
+            .into_iter()
+            .collect(),
+            goals_unmet: Vec::new(),
+        };
+        r.settle_goals();
+        r
+    }
+
+    #[test]
+    fn a_goal_below_its_share_is_a_shortfall_with_exit_code_3() {
+        let short = report(200, 9, 50); // 50 per mille of 200 seeds = 10 required
+        assert_eq!(short.goals["busy_met"].required, 10);
+        assert_eq!(short.goals_unmet, vec!["busy_met".to_string()]);
+        assert_eq!(exit_code(std::slice::from_ref(&short)), 3);
+        assert!(
+            short.goals_line().contains("COVERAGE SHORTFALL: busy_met met in 9 of 200 seeds"),
+            "{}",
+            short.goals_line()
+        );
+
+        let met = report(200, 10, 50);
+        assert!(met.goals_unmet.is_empty());
+        assert_eq!(exit_code(&[met.clone()]), 0);
+        assert_eq!(exit_code(&[met, short.clone()]), 3);
+
+        let mut failing = short.clone();
+        failing.nondeterministic.push(4);
+        assert_eq!(exit_code(&[failing]), 1, "a nondeterministic seed outranks a shortfall");
+        let mut failing = short;
+        failing.failures.push(Failure {
+            seed: 1,
+            properties: vec!["p".into()],
+            witness: String::new(),
+            reproduce: String::new(),
+        });
+        assert_eq!(exit_code(&[failing]), 1);
+    }
+
+    #[test]
+    fn a_merge_judges_the_requirement_over_all_shards() {
+        // Each shard alone falls short (3 of 100 seeds, 4 required); together they meet
+        // 8 of 8 required.
+        let mut a = report(100, 3, 40);
+        let mut b = report(100, 5, 40);
+        a.range = SeedRange { start: 0, end: 200 };
+        b.range = a.range;
+        assert_eq!(exit_code(&[a.clone()]), 3);
+        let m = SweepReport::merge(vec![a, b]).expect("merge");
+        assert_eq!((m.goals["busy_met"].required, m.goals["busy_met"].met_seeds), (8, 8));
+        assert!(m.goals_unmet.is_empty());
+        let mut c = report(100, 1, 40);
+        c.range = m.range;
+        c.nondeterministic.push(7);
+        let m = SweepReport::merge(vec![m, c]).expect("merge");
+        assert_eq!(m.goals_unmet, vec!["busy_met".to_string()]);
+        assert_eq!(exit_code(&[m]), 1, "the merged report keeps the nondeterministic seed");
     }
 }

@@ -84,6 +84,11 @@ pub trait Scenario: Sync {
     fn key_points(&self) -> &'static [FaultPoint] {
         &[]
     }
+    /// The coverage goals a sweep of this scenario must meet, each in a share of its seeds
+    /// (`fencesim sweep` exits 3 on a shortfall). Default: none.
+    fn coverage(&self) -> &'static [crate::oracle::goals::Required] {
+        &[]
+    }
     /// Smaller knobs the shrinker may try for a failing plan of these knobs, most
     /// aggressive first (fewer nodes, a smaller `size`). Default: none (knobs are fixed).
     fn smaller_knobs(&self, knobs: &Knobs) -> Vec<Knobs> {

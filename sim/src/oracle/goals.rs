@@ -1,13 +1,39 @@
-//! Coverage goals ("sometimes" properties): situations a sweep must reach at least once for
-//! its clean verdict to mean something. A run never fails on a goal; a sweep reports, per
-//! goal, in how many seeds it was met, and names the goals it never met (a scenario that
-//! never takes a lease over from a silent holder has not tested fencing).
+//! Coverage goals ("sometimes" properties): situations a sweep must reach for its clean
+//! verdict to mean something. A run never fails on a goal. Each scenario declares which
+//! goals it exists to reach and in what share of its seeds ([`Required`]); a sweep that
+//! falls short of a declared share is a coverage shortfall (exit code 3), not a pass: a
+//! scenario that never takes a lease over from a silent holder has not tested fencing.
 
 use std::collections::BTreeMap;
 
 use super::contract::{EntryView, MetaView};
 use super::model::{walk_grants, Judged};
 use crate::history::{FactKind, OpKind, Outcome};
+
+/// A scenario's coverage requirement: a goal, and the share of a sweep's seeds (per mille)
+/// that must meet it. A sweep of `n` seeds needs `ceil(permille * n / 1000)` of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Required {
+    pub goal: &'static str,
+    pub permille: u32,
+}
+
+impl Required {
+    /// The seeds a sweep of `seeds` seeds must meet the goal in.
+    pub fn seeds_needed(permille: u32, seeds: u64) -> u64 {
+        (u64::from(permille) * seeds).div_ceil(1000)
+    }
+}
+
+/// `goal` must be met in at least `permille` per mille of a sweep's seeds.
+pub const fn required(goal: &'static str, permille: u32) -> Required {
+    Required { goal, permille }
+}
+
+/// Whether `name` is a goal of [`GOALS`].
+pub fn is_goal(name: &str) -> bool {
+    GOALS.iter().any(|g| g.name == name)
+}
 
 /// One goal.
 pub struct Goal {
@@ -54,6 +80,11 @@ pub const GOALS: &[Goal] = &[
         name: "suspension_resolved",
         claim: "An open suspension was resolved by a resolution entry.",
         check: suspension_resolved,
+    },
+    Goal {
+        name: "paying_holder_told_superseded",
+        claim: "A segment that had paid for a turn met a lease_held refusal of its renew or a fenced write (no_work_after_lease_lost had something to judge).",
+        check: paying_holder_told_superseded,
     },
 ];
 
@@ -133,5 +164,22 @@ fn suspension_resolved(j: &Judged) -> bool {
     j.applied.iter().any(|c| {
         c.op == OpKind::Append
             && c.args.payload.as_deref().and_then(EntryView::parse).is_some_and(|e| e.kind == "resolution")
+    })
+}
+
+fn paying_holder_told_superseded(j: &Judged) -> bool {
+    let mut payers: BTreeMap<(&str, &str, u32), u64> = BTreeMap::new();
+    for f in &j.history.facts {
+        if let FactKind::Paid { run_id, .. } = &f.kind {
+            payers.entry((run_id.as_str(), f.owner.as_str(), f.node)).or_insert(f.at_ns);
+        }
+    }
+    j.history.calls.iter().any(|c| {
+        let (Some(l), Outcome::Err { code, .. }) = (&c.lease, &c.outcome) else { return false };
+        code == "lease_held"
+            && c.op != OpKind::Acquire
+            && payers
+                .get(&(l.run_id.as_str(), l.owner.as_str(), c.node))
+                .is_some_and(|&first| c.returned_ns.is_some_and(|r| r > first))
     })
 }

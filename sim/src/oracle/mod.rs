@@ -14,8 +14,10 @@
 //! the store's functions or the actors (`sim/tests/oracle_independent.rs` holds it to that).
 
 pub mod contract;
+pub mod end_state;
 pub mod engine;
 pub mod goals;
+pub mod lost_lease;
 pub mod model;
 pub mod properties;
 
@@ -84,23 +86,36 @@ pub struct Expect {
     pub ttl_ms: Option<u64>,
 }
 
-/// Every property: the store-level ones, then the engine-level ones.
+/// Every property: the store-level ones, the end-state ones, then the engine-level ones.
 pub fn all_properties() -> impl Iterator<Item = &'static Property> {
-    properties::ALL.iter().chain(engine::ALL.iter())
+    properties::ALL
+        .iter()
+        .chain(end_state::ALL.iter())
+        .chain(engine::ALL.iter())
+        .chain(lost_lease::ALL.iter())
 }
 
 /// Judge one run with every property (an engine property over a history without engine
 /// facts or engine writes finds nothing to judge).
 pub fn judge(history: &History, fin: &FinalState, expect: Expect) -> Vec<Violation> {
-    assess(history, fin, expect).0
+    assess(history, fin, expect).violations
 }
 
-/// Judge one run, and list the coverage goals it met (see [`goals`]).
-pub fn assess(history: &History, fin: &FinalState, expect: Expect) -> (Vec<Violation>, Vec<&'static str>) {
+/// What the oracle says of one run.
+pub struct Assessment {
+    pub violations: Vec<Violation>,
+    /// The coverage goals the run met (see [`goals`]).
+    pub goals: Vec<&'static str>,
+    /// The superseded holders' at-least-once windows (reported, not judged).
+    pub windows: Vec<lost_lease::Window>,
+}
+
+/// Judge one run, list the coverage goals it met, and measure its at-least-once windows.
+pub fn assess(history: &History, fin: &FinalState, expect: Expect) -> Assessment {
     let judged = model::Judged::build(history, fin, expect);
     let mut out = Vec::new();
     for p in all_properties() {
         (p.check)(&judged, &mut out);
     }
-    (out, goals::met(&judged))
+    Assessment { violations: out, goals: goals::met(&judged), windows: lost_lease::windows(&judged) }
 }

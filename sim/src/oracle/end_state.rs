@@ -1,0 +1,352 @@
+//! The end state judged whole: every table the store keeps, not only the journal, meta and
+//! blobs. The `leases` table must hold exactly the rows of the runs' last live grants (a
+//! release or a deletion leaves none), the `epochs` table exactly the highest epoch ever
+//! granted per run id (deletions included: the tombstone), and the schema must exist once
+//! any process booted. Each property replays the apply-ordered history through the
+//! oracle's own grant walk; none reads a function of the system under test.
+
+use std::collections::BTreeMap;
+
+use super::model::{staleness, t, walk_grants, who, Judged};
+use super::{Expectation, Property, Violation};
+use crate::history::{describe_call, LeaseRow, OpKind, Outcome};
+
+/// The end-state properties, in report order.
+pub const ALL: &[Property] = &[
+    Property {
+        name: "lease_rows_are_last_live_grants",
+        expectation: Expectation::Always,
+        claim: "At the end, each run's lease row is its last grant (owner, epoch, and the expiry its last legitimate acquire or renew set) unless its holder released it or a legitimate deletion removed it, and no other row exists.",
+        not_checked: "Whether the expiry itself was right (grant_lasts_the_ttl judges each commit).",
+        check: lease_rows_are_last_live_grants,
+    },
+    Property {
+        name: "epochs_row_is_high_water",
+        expectation: Expectation::Always,
+        claim: "At the end, each run id ever granted has an epochs row equal to the highest epoch ever granted to it, across deletions, and no run id that was never granted has one.",
+        not_checked: "Stores without an epochs table (the schema of every profile has one).",
+        check: epochs_row_is_high_water,
+    },
+    Property {
+        name: "release_and_delete_clear_the_lease",
+        expectation: Expectation::Always,
+        claim: "A release by the live holder and every applied deletion leave the run with no lease row at their commit.",
+        not_checked: "Releases and deletions whose commit the store did not report (no after-commit record).",
+        check: release_and_delete_clear_the_lease,
+    },
+    Property {
+        name: "schema_survives",
+        expectation: Expectation::Always,
+        claim: "Once any process has constructed its store, the database has the store's schema at the end.",
+        not_checked: "Runs in which no boot succeeded.",
+        check: schema_survives,
+    },
+];
+
+fn row_text(r: Option<&LeaseRow>) -> String {
+    match r {
+        Some(r) => format!("{} epoch {} expiring at {}", r.owner, r.epoch, r.expires_at),
+        None => "no row".into(),
+    }
+}
+
+fn lease_rows_are_last_live_grants(j: &Judged, out: &mut Vec<Violation>) {
+    if j.fin.missing_schema {
+        return;
+    }
+    // The model's row per run: the last grant, with the expiry its last legitimate acquire
+    // or renew committed; `None` once released or deleted.
+    let mut model: BTreeMap<String, (Option<LeaseRow>, usize)> = BTreeMap::new();
+    walk_grants(j, |c, g| {
+        let row_after = c.applied.as_ref().and_then(|a| a.lease_row.clone());
+        match c.op {
+            OpKind::Acquire => {
+                let epoch =
+                    c.granted.as_ref().map(|l| l.epoch.0).or(c.applied.as_ref().and_then(|a| a.site_epoch));
+                if let Some(epoch) = epoch {
+                    let expires_at =
+                        row_after.as_ref().filter(|r| r.epoch == epoch).map_or(i64::MAX, |r| r.expires_at);
+                    let owner = c.args.owner.clone().unwrap_or_default();
+                    model.insert(c.run_id.clone(), (Some(LeaseRow { owner, epoch, expires_at }), c.id));
+                }
+            }
+            OpKind::Renew if staleness(c, g).is_none() => {
+                if let (Some((Some(r), _)), Some(after)) = (model.get_mut(&c.run_id), row_after) {
+                    if after.epoch == r.epoch && after.owner == r.owner {
+                        r.expires_at = after.expires_at;
+                    }
+                }
+            }
+            OpKind::Release if staleness(c, g).is_none() => {
+                model.insert(c.run_id.clone(), (None, c.id));
+            }
+            OpKind::Delete if c.lease.is_none() || staleness(c, g).is_none() => {
+                model.insert(c.run_id.clone(), (None, c.id));
+            }
+            _ => {}
+        }
+    });
+    let mut runs: Vec<&String> = model.keys().chain(j.fin.leases.keys()).collect();
+    runs.sort();
+    runs.dedup();
+    for run in runs {
+        let (want, last) = model.get(run).map_or((None, None), |(r, id)| (r.as_ref(), Some(*id)));
+        let have = j.fin.leases.get(run);
+        if want == have {
+            continue;
+        }
+        let since = last.and_then(|id| j.history.calls.get(id)).map_or(String::new(), |c| {
+            format!(
+                " (its last lease call: the {} of {} at t={})",
+                describe_call(c),
+                who(c),
+                t(Judged::applied_ns(c))
+            )
+        });
+        let mut v = Violation::new(
+            "lease_rows_are_last_live_grants",
+            format!(
+                "run {run}: the final lease row is {} where the applied history leaves {}{since}",
+                row_text(have),
+                row_text(want)
+            ),
+        );
+        if let Some(c) = last.and_then(|id| j.history.calls.get(id)) {
+            v = v.on(c.op, c.id);
+        }
+        out.push(v);
+    }
+}
+
+fn epochs_row_is_high_water(j: &Judged, out: &mut Vec<Violation>) {
+    if j.fin.missing_schema {
+        return;
+    }
+    let mut high: BTreeMap<&str, (u64, usize)> = BTreeMap::new();
+    for c in j.applied.iter().filter(|c| c.op == OpKind::Acquire) {
+        let Some(e) = c.granted.as_ref().map(|g| g.epoch.0).or(c.applied.as_ref().and_then(|a| a.site_epoch))
+        else {
+            continue;
+        };
+        let h = high.entry(c.run_id.as_str()).or_insert((0, c.id));
+        if e >= h.0 {
+            *h = (e, c.id);
+        }
+    }
+    let mut runs: Vec<&str> = high.keys().copied().chain(j.fin.epochs.keys().map(|k| k.as_str())).collect();
+    runs.sort_unstable();
+    runs.dedup();
+    for run in runs {
+        let want = high.get(run).map(|(e, _)| *e);
+        let have = j.fin.epochs.get(run).copied();
+        if want == have {
+            continue;
+        }
+        let show = |e: Option<u64>| e.map_or("no row".to_string(), |e| format!("epoch {e}"));
+        let mut v = Violation::new(
+            "epochs_row_is_high_water",
+            format!(
+                "run {run}: the final epochs row holds {} but the highest epoch ever granted is {}",
+                show(have),
+                show(want)
+            ),
+        );
+        if let Some(c) = high.get(run).and_then(|(_, id)| j.history.calls.get(*id)) {
+            v = v.on(c.op, c.id);
+        }
+        out.push(v);
+    }
+}
+
+fn release_and_delete_clear_the_lease(j: &Judged, out: &mut Vec<Violation>) {
+    walk_grants(j, |c, g| {
+        let Some(a) = &c.applied else { return };
+        let clears = match c.op {
+            OpKind::Release => c.outcome.is_ok() && staleness(c, g).is_none(),
+            OpKind::Delete => c.outcome.is_ok() || c.outcome == Outcome::Unknown,
+            _ => false,
+        };
+        if clears && a.lease_row.is_some() {
+            out.push(
+                Violation::new(
+                    "release_and_delete_clear_the_lease",
+                    format!(
+                        "run {}: the {} of {} committed at t={} and left the lease row {}",
+                        c.run_id,
+                        describe_call(c),
+                        who(c),
+                        t(a.at_ns),
+                        row_text(a.lease_row.as_ref())
+                    ),
+                )
+                .on(c.op, c.id),
+            );
+        }
+    });
+}
+
+fn schema_survives(j: &Judged, out: &mut Vec<Violation>) {
+    if !j.fin.missing_schema {
+        return;
+    }
+    if let Some(c) = j.history.calls.iter().find(|c| c.op == OpKind::Boot && c.outcome.is_ok()) {
+        out.push(
+            Violation::new(
+                "schema_survives",
+                format!(
+                    "n{} constructed its store at t={} but the database has no schema at the end",
+                    c.node,
+                    t(c.invoked_ns)
+                ),
+            )
+            .on(c.op, c.id),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Each end-state property fails on a minimal history and passes its lawful twin.
+
+    use store::{Epoch, Lease};
+
+    use super::*;
+    use crate::history::{Applied, Args, Call, History};
+    use crate::oracle::Expect;
+    use crate::world::FinalState;
+
+    fn row(owner: &str, epoch: u64, expires_at: i64) -> LeaseRow {
+        LeaseRow { owner: owner.into(), epoch, expires_at }
+    }
+
+    fn lease(owner: &str, epoch: u64) -> Lease {
+        Lease { run_id: "r".into(), owner: owner.into(), epoch: Epoch(epoch) }
+    }
+
+    /// A call applied at position `order` with the lease row `after` at its commit.
+    fn applied(id: usize, op: OpKind, order: usize, after: Option<LeaseRow>) -> Call {
+        Call {
+            id,
+            node: 0,
+            incarnation: 0,
+            op,
+            run_id: "r".into(),
+            lease: None,
+            args: Args::default(),
+            invoked_ns: id as u64 * 1_000_000,
+            returned_ns: Some(id as u64 * 1_000_000),
+            outcome: Outcome::Ok { detail: String::new() },
+            granted: None,
+            checked_now_ms: Some(100),
+            applied: Some(Applied {
+                order,
+                at_ns: id as u64 * 1_000_000,
+                store_now_ms: 100,
+                lease_row: after,
+                site_epoch: None,
+            }),
+            seen_at: None,
+            read: None,
+            lease_grant: None,
+        }
+    }
+
+    fn acquire(id: usize, owner: &str, epoch: u64) -> Call {
+        let mut c = applied(id, OpKind::Acquire, id, Some(row(owner, epoch, 400)));
+        c.args.owner = Some(owner.into());
+        c.granted = Some(lease(owner, epoch));
+        c
+    }
+
+    fn release(id: usize, owner: &str, epoch: u64, after: Option<LeaseRow>) -> Call {
+        let mut c = applied(id, OpKind::Release, id, after);
+        c.lease = Some(lease(owner, epoch));
+        c
+    }
+
+    fn judge(h: &History, fin: &FinalState, name: &str) -> Vec<Violation> {
+        let j = Judged::build(h, fin, Expect::default());
+        let p = ALL.iter().find(|p| p.name == name).expect("property");
+        let mut out = Vec::new();
+        (p.check)(&j, &mut out);
+        out
+    }
+
+    fn history(calls: Vec<Call>) -> History {
+        History { applied_count: calls.len(), calls, ..History::default() }
+    }
+
+    #[test]
+    fn a_release_that_leaves_the_row_is_caught_at_its_commit_and_at_the_end() {
+        let h = history(vec![acquire(0, "a", 1), release(1, "a", 1, Some(row("a", 1, 400)))]);
+        let mut fin = FinalState::default();
+        fin.leases.insert("r".into(), row("a", 1, 400));
+        fin.epochs.insert("r".into(), 1);
+        let v = judge(&h, &fin, "release_and_delete_clear_the_lease");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!((v[0].op, v[0].call), (Some("release"), Some(1)));
+        let v = judge(&h, &fin, "lease_rows_are_last_live_grants");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("where the applied history leaves no row"), "{}", v[0].witness);
+
+        // The lawful twin: the release removed the row.
+        let h = history(vec![acquire(0, "a", 1), release(1, "a", 1, None)]);
+        let mut fin = FinalState::default();
+        fin.epochs.insert("r".into(), 1);
+        assert!(judge(&h, &fin, "release_and_delete_clear_the_lease").is_empty());
+        assert!(judge(&h, &fin, "lease_rows_are_last_live_grants").is_empty());
+    }
+
+    #[test]
+    fn a_final_row_with_another_expiry_or_owner_is_caught() {
+        let h = history(vec![acquire(0, "a", 1)]);
+        let mut fin = FinalState::default();
+        fin.epochs.insert("r".into(), 1);
+        fin.leases.insert("r".into(), row("a", 1, 900));
+        assert_eq!(judge(&h, &fin, "lease_rows_are_last_live_grants").len(), 1);
+        fin.leases.insert("r".into(), row("b", 1, 400));
+        assert_eq!(judge(&h, &fin, "lease_rows_are_last_live_grants").len(), 1);
+        fin.leases.insert("r".into(), row("a", 1, 400));
+        assert!(judge(&h, &fin, "lease_rows_are_last_live_grants").is_empty());
+    }
+
+    #[test]
+    fn a_renew_by_the_holder_moves_the_expected_expiry() {
+        let mut renew = applied(1, OpKind::Renew, 1, Some(row("a", 1, 700)));
+        renew.lease = Some(lease("a", 1));
+        let h = history(vec![acquire(0, "a", 1), renew]);
+        let mut fin = FinalState::default();
+        fin.epochs.insert("r".into(), 1);
+        fin.leases.insert("r".into(), row("a", 1, 700));
+        assert!(judge(&h, &fin, "lease_rows_are_last_live_grants").is_empty());
+        fin.leases.insert("r".into(), row("a", 1, 400));
+        assert_eq!(judge(&h, &fin, "lease_rows_are_last_live_grants").len(), 1);
+    }
+
+    #[test]
+    fn an_epochs_row_that_restarted_or_vanished_is_caught() {
+        let mut delete = applied(1, OpKind::Delete, 1, None);
+        delete.lease = None;
+        let h = history(vec![acquire(0, "a", 3), delete]);
+        let mut fin = FinalState::default();
+        assert_eq!(judge(&h, &fin, "epochs_row_is_high_water").len(), 1, "no tombstone is caught");
+        fin.epochs.insert("r".into(), 2);
+        assert_eq!(judge(&h, &fin, "epochs_row_is_high_water").len(), 1, "a lower row is caught");
+        fin.epochs.insert("r".into(), 3);
+        assert!(judge(&h, &fin, "epochs_row_is_high_water").is_empty());
+        fin.epochs.insert("other".into(), 1);
+        assert_eq!(judge(&h, &fin, "epochs_row_is_high_water").len(), 1, "a row never granted is caught");
+    }
+
+    #[test]
+    fn a_lost_schema_after_a_successful_boot_is_caught() {
+        let mut boot = applied(0, OpKind::Boot, 0, None);
+        boot.applied = None;
+        let h = history(vec![boot.clone()]);
+        let fin = FinalState { missing_schema: true, ..FinalState::default() };
+        assert_eq!(judge(&h, &fin, "schema_survives").len(), 1);
+        assert!(judge(&h, &FinalState::default(), "schema_survives").is_empty());
+        boot.outcome = Outcome::Err { code: "busy".into(), message: String::new() };
+        assert!(judge(&history(vec![boot]), &fin, "schema_survives").is_empty());
+    }
+}

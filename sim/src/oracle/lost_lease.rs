@@ -1,0 +1,311 @@
+//! Holders that know they lost their lease. Once a segment's renew or fenced write has been
+//! refused with `lease_held`, the segment has been told it is superseded: rulvar's contract
+//! is that any renew failure cancels the body, and a refused fenced write fails it. From
+//! that instant the segment pays for no provider turn and runs no tool.
+//!
+//! What stays exempt is the lease's inherent at-least-once window: work a superseded holder
+//! did after another grant of its run took effect but before anything told it so. Its size
+//! is reported per run ([`windows`]), never judged.
+//!
+//! A segment is identified by its run, the owner identity and process incarnation that
+//! acted, and the epoch of that identity's latest grant of the run before the fact (facts
+//! carry the count of mutations applied before them, so grants are ordered exactly).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::model::{t, Judged};
+use super::{Expectation, Property, Violation};
+use crate::history::{describe_call, Call, Fact, FactKind, OpKind, Outcome};
+
+/// The lost-lease properties.
+pub const ALL: &[Property] = &[Property {
+    name: "no_work_after_lease_lost",
+    expectation: Expectation::Always,
+    claim: "After a segment's renew or fenced write is refused with lease_held, that segment makes no further provider payment and runs no further tool.",
+    not_checked: "Work a superseded holder did before any refusal told it (the at-least-once window, reported per run); work in the same virtual instant as the refusal.",
+    check: no_work_after_lease_lost,
+}];
+
+/// One grant, in apply order.
+struct GrantAt {
+    order: usize,
+    epoch: u64,
+    owner: String,
+    node: u32,
+    incarnation: u32,
+    at_ns: u64,
+}
+
+/// `(run, owner, node, incarnation, epoch)`: one segment.
+type SegmentKey = (String, String, u32, u32, u64);
+
+/// Grants per run in apply order, and the first `lease_held` refusal each segment met.
+struct Segments<'h> {
+    grants: BTreeMap<&'h str, Vec<GrantAt>>,
+    refused: BTreeMap<SegmentKey, &'h Call>,
+}
+
+impl<'h> Segments<'h> {
+    fn build(j: &Judged<'h>) -> Segments<'h> {
+        let mut grants: BTreeMap<&str, Vec<GrantAt>> = BTreeMap::new();
+        for &c in j.applied.iter().filter(|c| c.op == OpKind::Acquire) {
+            let epoch =
+                c.granted.as_ref().map(|g| g.epoch.0).or(c.applied.as_ref().and_then(|a| a.site_epoch));
+            let (Some(epoch), Some(a)) = (epoch, &c.applied) else { continue };
+            grants.entry(c.run_id.as_str()).or_default().push(GrantAt {
+                order: a.order,
+                epoch,
+                owner: c.args.owner.clone().unwrap_or_default(),
+                node: c.node,
+                incarnation: c.incarnation,
+                at_ns: a.at_ns,
+            });
+        }
+        let mut refused: BTreeMap<SegmentKey, &Call> = BTreeMap::new();
+        for c in &j.history.calls {
+            let (Some(l), Outcome::Err { code, .. }) = (&c.lease, &c.outcome) else { continue };
+            if code != "lease_held" || c.op == OpKind::Acquire || c.returned_ns.is_none() {
+                continue;
+            }
+            let key = (l.run_id.clone(), l.owner.clone(), c.node, c.incarnation, l.epoch.0);
+            let first = refused.entry(key).or_insert(c);
+            if c.returned_ns < first.returned_ns {
+                *first = c;
+            }
+        }
+        Segments { grants, refused }
+    }
+
+    /// The segment a fact acted in: its identity's latest grant of the run before it, and
+    /// the first grant of the run (by anyone) after that one, if any took effect before it.
+    fn of(&self, run: &str, f: &Fact) -> Option<(&GrantAt, Option<&GrantAt>)> {
+        let grants = self.grants.get(run)?;
+        let i = grants.iter().rposition(|g| {
+            g.order < f.applied_before
+                && g.owner == f.owner
+                && g.node == f.node
+                && g.incarnation == f.incarnation
+        })?;
+        let next = grants.get(i + 1).filter(|n| n.order < f.applied_before);
+        Some((&grants[i], next))
+    }
+}
+
+fn work_of(f: &Fact) -> Option<(&str, &'static str, u64, u32)> {
+    match &f.kind {
+        FactKind::Paid { run_id, dispatch, turn, .. } => Some((run_id, "paid turn", *dispatch, *turn)),
+        FactKind::Tool { run_id, dispatch, turn, .. } => {
+            Some((run_id, "ran the tool of turn", *dispatch, *turn))
+        }
+        _ => None,
+    }
+}
+
+fn no_work_after_lease_lost(j: &Judged, out: &mut Vec<Violation>) {
+    let segs = Segments::build(j);
+    let mut reported: BTreeMap<SegmentKey, ()> = BTreeMap::new();
+    for f in &j.history.facts {
+        let Some((run, what, dispatch, turn)) = work_of(f) else { continue };
+        let Some((g, _)) = segs.of(run, f) else { continue };
+        let key: SegmentKey = (run.to_string(), f.owner.clone(), f.node, f.incarnation, g.epoch);
+        let Some(r) = segs.refused.get(&key) else { continue };
+        let learned = r.returned_ns.unwrap_or(u64::MAX);
+        if f.at_ns <= learned || reported.contains_key(&key) {
+            continue;
+        }
+        reported.insert(key, ());
+        out.push(
+            Violation::new(
+                "no_work_after_lease_lost",
+                format!(
+                    "run {run}: n{} ({})'s segment under epoch {} was refused at t={} ({} returned lease_held) yet {what} {turn} of dispatch {dispatch} at t={}",
+                    f.node,
+                    f.owner,
+                    g.epoch,
+                    t(learned),
+                    describe_call(r),
+                    t(f.at_ns)
+                ),
+            )
+            .on(r.op, r.id),
+        );
+    }
+}
+
+/// One superseded holder's at-least-once window: the work it did after another grant of
+/// its run took effect and before a refusal told it (or to its end, if nothing did).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Window {
+    pub run_id: String,
+    pub owner: String,
+    pub node: u32,
+    pub epoch: u64,
+    /// When the next grant of the run took effect (virtual ns).
+    pub superseded_ns: u64,
+    /// When a refusal told the holder (`None`: nothing did).
+    pub learned_ns: Option<u64>,
+    pub paid: u32,
+    pub tools: u32,
+}
+
+impl Window {
+    /// "run r: n1 (worker-n1-i0) under epoch 3 paid 2 turns and ran 1 tool between t=.. and t=..".
+    pub fn describe(&self) -> String {
+        format!(
+            "run {}: n{} ({}) under epoch {} paid {} turn(s) and ran {} tool(s) after its supersession at t={}{}",
+            self.run_id,
+            self.node,
+            self.owner,
+            self.epoch,
+            self.paid,
+            self.tools,
+            t(self.superseded_ns),
+            self.learned_ns.map_or(", never told".to_string(), |l| format!(", before it was told at t={}", t(l)))
+        )
+    }
+}
+
+/// The at-least-once windows of a run, in run and segment order (only non-empty ones).
+pub fn windows(j: &Judged) -> Vec<Window> {
+    let segs = Segments::build(j);
+    let mut by_segment: BTreeMap<SegmentKey, Window> = BTreeMap::new();
+    for f in &j.history.facts {
+        let Some((run, _, _, _)) = work_of(f) else { continue };
+        let Some((g, Some(next))) = segs.of(run, f) else { continue };
+        let key: SegmentKey = (run.to_string(), f.owner.clone(), f.node, f.incarnation, g.epoch);
+        let learned = segs.refused.get(&key).and_then(|c| c.returned_ns);
+        if learned.is_some_and(|l| f.at_ns > l) {
+            continue; // judged by no_work_after_lease_lost, not part of the window
+        }
+        let w = by_segment.entry(key).or_insert_with(|| Window {
+            run_id: run.to_string(),
+            owner: f.owner.clone(),
+            node: f.node,
+            epoch: g.epoch,
+            superseded_ns: next.at_ns,
+            learned_ns: learned,
+            paid: 0,
+            tools: 0,
+        });
+        match f.kind {
+            FactKind::Paid { .. } => w.paid += 1,
+            _ => w.tools += 1,
+        }
+    }
+    by_segment.into_values().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    //! The property fails on a minimal history (a segment pays after its refused renew) and
+    //! passes its lawful twin (the payment came before the refusal: the window).
+
+    use store::{Epoch, Lease};
+
+    use super::*;
+    use crate::history::{Applied, Args, History};
+    use crate::oracle::Expect;
+    use crate::world::FinalState;
+
+    const MS: u64 = 1_000_000;
+
+    fn acquire(id: usize, owner: &str, node: u32, epoch: u64, order: usize, at_ms: u64) -> Call {
+        let lease = Lease { run_id: "r".into(), owner: owner.into(), epoch: Epoch(epoch) };
+        Call {
+            id,
+            node,
+            incarnation: 0,
+            op: OpKind::Acquire,
+            run_id: "r".into(),
+            lease: None,
+            args: Args { owner: Some(owner.into()), ..Args::default() },
+            invoked_ns: at_ms * MS,
+            returned_ns: Some(at_ms * MS),
+            outcome: Outcome::Ok { detail: String::new() },
+            granted: Some(lease),
+            checked_now_ms: None,
+            applied: Some(Applied {
+                order,
+                at_ns: at_ms * MS,
+                store_now_ms: 0,
+                lease_row: None,
+                site_epoch: None,
+            }),
+            seen_at: None,
+            read: None,
+            lease_grant: None,
+        }
+    }
+
+    fn refused_renew(id: usize, owner: &str, node: u32, epoch: u64, at_ms: u64) -> Call {
+        let mut c = acquire(id, owner, node, epoch, 0, at_ms);
+        c.op = OpKind::Renew;
+        c.lease = c.granted.take();
+        c.args.owner = None;
+        c.applied = None;
+        c.outcome = Outcome::Err { code: "lease_held".into(), message: String::new() };
+        c
+    }
+
+    fn paid(owner: &str, node: u32, at_ms: u64, applied_before: usize, turn: u32) -> Fact {
+        Fact {
+            at_ns: at_ms * MS,
+            applied_before,
+            node,
+            incarnation: 0,
+            owner: owner.into(),
+            kind: FactKind::Paid { run_id: "r".into(), op: "a".into(), dispatch: 0, turn },
+        }
+    }
+
+    fn judge(h: &History) -> (Vec<Violation>, Vec<Window>) {
+        let fin = FinalState::default();
+        let j = Judged::build(h, &fin, Expect::default());
+        let mut out = Vec::new();
+        no_work_after_lease_lost(&j, &mut out);
+        (out, windows(&j))
+    }
+
+    /// `a` holds epoch 1 from t=0; `b` takes over with epoch 2 at t=10; `a`'s renew is
+    /// refused at t=20.
+    fn takeover() -> History {
+        let calls =
+            vec![acquire(0, "a", 0, 1, 0, 0), acquire(1, "b", 1, 2, 1, 10), refused_renew(2, "a", 0, 1, 20)];
+        History { applied_count: 2, calls, ..History::default() }
+    }
+
+    #[test]
+    fn a_payment_after_the_refused_renew_is_caught() {
+        let mut h = takeover();
+        h.facts.push(paid("a", 0, 30, 2, 3));
+        let (v, _) = judge(&h);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!((v[0].op, v[0].call), (Some("renew"), Some(2)));
+        assert!(v[0].witness.contains("paid turn 3"), "{}", v[0].witness);
+    }
+
+    #[test]
+    fn a_payment_in_the_window_is_reported_not_judged() {
+        let mut h = takeover();
+        h.facts.push(paid("a", 0, 5, 1, 0)); // before the takeover: no window
+        h.facts.push(paid("a", 0, 15, 2, 1)); // superseded, not yet told: the window
+        let (v, w) = judge(&h);
+        assert!(v.is_empty(), "{v:?}");
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!((w[0].paid, w[0].tools, w[0].epoch), (1, 0, 1));
+        assert_eq!((w[0].superseded_ns, w[0].learned_ns), (10 * MS, Some(20 * MS)));
+    }
+
+    #[test]
+    fn a_new_grant_to_the_same_identity_is_a_new_segment() {
+        let mut h = takeover();
+        // `a` acquires again (epoch 3, after b's lease lapsed) and pays under it.
+        h.calls.push(acquire(3, "a", 0, 3, 2, 40));
+        h.applied_count = 3;
+        h.facts.push(paid("a", 0, 50, 3, 0));
+        let (v, _) = judge(&h);
+        assert!(v.is_empty(), "{v:?}");
+    }
+}
