@@ -24,7 +24,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use sim::actors::engine::{FactSink, LedgerWorld};
-use sim::history::{FactKind, History};
+use sim::history::{under_actor, FactKind, History};
 use sim::ledger::{catalog_workflows, resolution_value};
 use sim::oracle::goals::{required, Required};
 use sim::oracle::Violation;
@@ -438,19 +438,21 @@ async fn node_body(node: NodeCtx) {
             sh.runs.iter().enumerate().filter(|(i, _)| *i as u32 % nodes == node.index).map(|(_, s)| s)
         {
             let (engine, sink, spec) = (engine.clone(), sink.clone(), spec.clone());
-            madsim::task::spawn_local(async move {
+            let actor = sink.owner.clone();
+            madsim::task::spawn_local(under_actor(&actor, async move {
                 madsim::time::sleep(Duration::from_millis(spec.start_ms)).await;
                 sink.submitted(&spec.run_id, &spec.workflow);
                 let r = engine.run_with(&spec.run_id, &spec.workflow, &spec.options).await;
                 sink.settled(&spec.run_id, "run", &r);
-            });
+            }));
         }
     }
     if sh.retry_per_mille > 0 {
         let (engine, sink, sh) = (engine.clone(), sink.clone(), sh.clone());
         let index = node.index;
         let incarnation = node.incarnation;
-        madsim::task::spawn_local(async move {
+        let actor = sink.owner.clone();
+        madsim::task::spawn_local(under_actor(&actor, async move {
             let mut r = rng(sh.seed, "host-retry", u64::from(index) << 32 | u64::from(incarnation));
             // A stream of its own, so labels leave the retry draws as they were.
             let mut lr = rng(sh.seed, "host-list", u64::from(index) << 32 | u64::from(incarnation));
@@ -498,7 +500,7 @@ async fn node_body(node: NodeCtx) {
                     return;
                 }
             }
-        });
+        }));
     }
 
     // Worker and operator.
@@ -506,8 +508,22 @@ async fn node_body(node: NodeCtx) {
         Worker::new(worker_engine.clone(), worker_sink.owner.clone(), sh.registry.clone(), Some(retention));
     let sink = worker_sink;
     let engine = worker_engine;
-    let mut r = rng(sh.seed, "worker", u64::from(node.index) << 32 | u64::from(node.incarnation));
-    let mut cr = rng(sh.seed, "census", u64::from(node.index) << 32 | u64::from(node.incarnation));
+    let actor = sink.owner.clone();
+    under_actor(&actor, worker_loop(&worker, &engine, &sink, &sh, node.index, node.incarnation, nodes)).await;
+}
+
+/// The worker and operator identity's loop: sweep and drive, answer suspensions, prune.
+async fn worker_loop(
+    worker: &Worker<RecordedStore, RecordedTranscripts, LedgerWorld>,
+    engine: &SimEngine,
+    sink: &FactSink,
+    sh: &QueueShared,
+    index: u32,
+    incarnation: u32,
+    nodes: u32,
+) {
+    let mut r = rng(sh.seed, "worker", u64::from(index) << 32 | u64::from(incarnation));
+    let mut cr = rng(sh.seed, "census", u64::from(index) << 32 | u64::from(incarnation));
     while !sh.stop.get() {
         match worker.sweep().await {
             Ok(report) => {
@@ -523,14 +539,14 @@ async fn node_body(node: NodeCtx) {
                 sink.settled("", "sweep", &Err(e));
             }
         }
-        if (sh.heal.get() || r.chance(500)) && !resolve_open(&engine, &sink).await {
+        if (sh.heal.get() || r.chance(500)) && !resolve_open(engine, sink).await {
             return;
         }
-        if r.chance(200) && !prune_one(&engine, &sink, &mut r).await {
+        if r.chance(200) && !prune_one(engine, sink, &mut r).await {
             return;
         }
         if sh.labels && cr.chance(300) {
-            let filter = census_filter(&mut cr, &sh, nodes);
+            let filter = census_filter(&mut cr, sh, nodes);
             if let Err(StoreError::Crashed { .. }) = engine.journal().list_runs(&filter).await {
                 return;
             }

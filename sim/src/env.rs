@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use store::{Crash, Env, FaultSite, LocalFuture, Moment};
 
-use crate::history::{current_call, Event, LeaseRow};
+use crate::history::{current_call, Event, FaultKind, FaultRec, LeaseRow};
 use crate::plan::{Action, ClockSpec};
 use crate::world::WorldState;
 
@@ -123,6 +123,19 @@ impl Env for SimEnv {
         let action = w.decide(self.node, point);
         w.recorder.point(point, action.is_some(), matches!(action, Some(Action::Crash { .. })));
         let action = action?;
+        w.recorder.fault(FaultRec {
+            at_ns: now_ns(),
+            node: self.node,
+            point,
+            kind: match action {
+                Action::Yield => FaultKind::Yield,
+                Action::Stall { .. } => FaultKind::Stall,
+                Action::StallToExpiry => FaultKind::StallToExpiry,
+                Action::Crash { .. } => FaultKind::Crash,
+            },
+            call: current_call(),
+            run_id: site.run_id.map(str::to_string),
+        });
         w.recorder.event(Event {
             at_ns: now_ns(),
             node: Some(self.node),

@@ -22,6 +22,31 @@ thread_local! {
     /// The grant (acquire call id) whose lease the actor being polled is using (set by
     /// [`UnderGrant`]).
     static CURRENT_GRANT: Cell<Option<usize>> = const { Cell::new(None) };
+    /// The identity acting in the future being polled (set by [`UnderActor`]).
+    static CURRENT_ACTOR: RefCell<Option<Rc<str>>> = const { RefCell::new(None) };
+}
+
+/// Runs a future as an identity: every call it makes records `args.actor = Some(actor)`, so
+/// the oracle can tell which of a process's identities (its host, its worker) made an
+/// unleased write.
+pub struct UnderActor<F> {
+    pub actor: Rc<str>,
+    pub inner: Pin<Box<F>>,
+}
+
+impl<F: Future> Future for UnderActor<F> {
+    type Output = F::Output;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let prev = CURRENT_ACTOR.with(|c| c.replace(Some(self.actor.clone())));
+        let out = self.inner.as_mut().poll(cx);
+        CURRENT_ACTOR.with(|c| *c.borrow_mut() = prev);
+        out
+    }
+}
+
+/// `fut`, with its calls attributed to the identity `actor`.
+pub fn under_actor<F: Future>(actor: &str, fut: F) -> UnderActor<F> {
+    UnderActor { actor: Rc::from(actor), inner: Box::pin(fut) }
 }
 
 /// Runs a future with the provenance of the lease it uses: every lease-carrying call
@@ -197,6 +222,9 @@ pub struct Args {
     pub bytes: Option<Vec<u8>>,
     /// acquire: the owner asking.
     pub owner: Option<String>,
+    /// The identity that made the call, when the actor said (see [`under_actor`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
 }
 
 /// What a successful read returned (kept to judge it against the serial history).
@@ -321,6 +349,32 @@ pub struct History {
     /// Every engine-moment fault point reached, in order: where the engine stood, under
     /// which epoch, when (engine properties read the deletion cascades from these).
     pub marks: Vec<Mark>,
+    /// Every fault the plan injected, in order, with the call in flight (state coverage
+    /// reads these; the timeline shows the same as its `fault` column).
+    pub faults: Vec<FaultRec>,
+}
+
+/// What the plan did at a fault point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    Yield,
+    Stall,
+    StallToExpiry,
+    Crash,
+}
+
+/// One injected fault.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FaultRec {
+    pub at_ns: u64,
+    pub node: u32,
+    pub point: store::FaultPoint,
+    pub kind: FaultKind,
+    /// The store call in flight on that node, if any.
+    pub call: Option<usize>,
+    /// The run the point was reached for, if it names one.
+    pub run_id: Option<String>,
 }
 
 /// An engine-moment fault point reached by a node.
@@ -403,6 +457,10 @@ impl Recorder {
         args: Args,
         now_ns: u64,
     ) -> usize {
+        let mut args = args;
+        if args.actor.is_none() {
+            args.actor = CURRENT_ACTOR.with(|c| c.borrow().as_deref().map(str::to_string));
+        }
         let mut h = self.inner.borrow_mut();
         let id = h.calls.len();
         h.calls.push(Call {
@@ -459,6 +517,11 @@ impl Recorder {
             drop(h);
             hook(&call);
         }
+    }
+
+    /// The plan injected a fault.
+    pub fn fault(&self, rec: FaultRec) {
+        self.inner.borrow_mut().faults.push(rec);
     }
 
     /// What a successful read returned.

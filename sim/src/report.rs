@@ -108,6 +108,9 @@ pub struct RunReport {
     /// Superseded holders' at-least-once windows (work done before a refusal told them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub windows: Vec<crate::oracle::lost_lease::Window>,
+    /// The abstract states the run reached (indices into `oracle::states::universe`).
+    #[serde(skip)]
+    pub states: Vec<u16>,
 }
 
 /// The exact command that reproduces a run.

@@ -101,6 +101,7 @@ fn execute_with(
         table: out.table.clone(),
         goals: assessment.goals.iter().map(|g| g.to_string()).collect(),
         windows: assessment.windows,
+        states: assessment.states,
     };
     Ok(Outcome { plan, history: out.history, fin: out.fin, violations, report })
 }

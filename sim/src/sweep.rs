@@ -118,6 +118,21 @@ pub struct SweepReport {
     /// Declared goals met in fewer seeds than required: a coverage shortfall.
     #[serde(default)]
     pub goals_unmet: Vec<String>,
+    /// Abstract state coverage (`oracle::states`): per state reached, the first seed that
+    /// reached it (independent of thread scheduling and sharding).
+    #[serde(default)]
+    pub states_first_seed: BTreeMap<String, u64>,
+    /// How many states were reached, of how many the universe names.
+    #[serde(default)]
+    pub states_reached: u64,
+    #[serde(default)]
+    pub states_universe: u64,
+    /// The saturation curve: states first reached in each thousand seeds of the range.
+    #[serde(default)]
+    pub states_new_per_1000: Vec<u64>,
+    /// The states of the universe no seed reached, by name.
+    #[serde(default)]
+    pub states_never_reached: Vec<String>,
 }
 
 /// One declared coverage goal over a sweep.
@@ -169,6 +184,10 @@ impl SweepReport {
             for (k, v) in p.goals_met {
                 *m.goals_met.entry(k).or_default() += v;
             }
+            for (k, v) in p.states_first_seed {
+                let e = m.states_first_seed.entry(k).or_insert(v);
+                *e = (*e).min(v);
+            }
             for (k, v) in p.fault_points_hit {
                 let e = m.fault_points_hit.entry(k).or_default();
                 e.reached += v.reached;
@@ -192,6 +211,10 @@ impl SweepReport {
     /// Recompute each declared goal's required seeds and met seeds from the totals, and the
     /// list of goals that fell short.
     fn settle_goals(&mut self) {
+        self.states_reached = self.states_first_seed.len() as u64;
+        self.states_universe = crate::oracle::states::universe().len() as u64;
+        self.states_new_per_1000 = self.saturation(1000);
+        self.states_never_reached = self.states_never_reached().into_iter().map(str::to_string).collect();
         self.goals_unmet.clear();
         for (name, g) in self.goals.iter_mut() {
             g.required = crate::oracle::goals::Required::seeds_needed(g.required_permille, self.seeds_run);
@@ -233,7 +256,44 @@ impl SweepReport {
         let _ = writeln!(s, "  fault points: {} reached, {} fired", self.fault_points_hit.len(), fired);
         s.push_str(&self.coverage_table());
         s.push_str(&self.goals_line());
+        s.push_str(&self.states_line());
         s
+    }
+
+    /// Abstract state coverage: states reached of the universe, new states per thousand
+    /// seeds (the saturation curve), and how many were never reached.
+    pub fn states_line(&self) -> String {
+        let universe = crate::oracle::states::universe().len();
+        let curve = self.saturation(1000);
+        let shown: Vec<String> = curve.iter().take(12).map(|n| n.to_string()).collect();
+        format!(
+            "  abstract states: {} of {universe} reached; new per 1000 seeds: {}{}; never reached: {} (see --json)\n",
+            self.states_first_seed.len(),
+            shown.join(" "),
+            if curve.len() > 12 { " ..." } else { "" },
+            universe - self.states_first_seed.len()
+        )
+    }
+
+    /// New states per `per` seeds of the range, in seed order.
+    pub fn saturation(&self, per: u64) -> Vec<u64> {
+        let len = (self.range.end - self.range.start).div_ceil(per.max(1)) as usize;
+        let mut curve = vec![0u64; len];
+        for &seed in self.states_first_seed.values() {
+            if let Some(n) = curve.get_mut(((seed - self.range.start) / per.max(1)) as usize) {
+                *n += 1;
+            }
+        }
+        curve
+    }
+
+    /// The states of the universe no seed reached, in universe order.
+    pub fn states_never_reached(&self) -> Vec<&'static str> {
+        crate::oracle::states::universe()
+            .iter()
+            .filter(|n| !self.states_first_seed.contains_key(n.as_str()))
+            .map(|n| n.as_str())
+            .collect()
     }
 
     /// The scenario's declared coverage goals (met seeds / required seeds), each shortfall in
@@ -319,6 +379,7 @@ struct SeedResult {
     points: BTreeMap<String, (u64, u64, u64)>,
     passed: bool,
     goals: Vec<String>,
+    states: Vec<u16>,
 }
 
 fn run_seed(scenario: &'static dyn Scenario, opts: &SweepOptions, seed: u64) -> SeedResult {
@@ -355,6 +416,7 @@ fn run_seed(scenario: &'static dyn Scenario, opts: &SweepOptions, seed: u64) -> 
                 points: out.report.fault_points.clone(),
                 passed: out.report.passed,
                 goals: out.report.goals.clone(),
+                states: out.report.states.clone(),
             }
         }
         Err(e) => SeedResult {
@@ -373,6 +435,7 @@ fn run_seed(scenario: &'static dyn Scenario, opts: &SweepOptions, seed: u64) -> 
             points: BTreeMap::new(),
             passed: false,
             goals: Vec::new(),
+            states: Vec::new(),
         },
     }
 }
@@ -427,7 +490,13 @@ pub fn run(scenario: &'static dyn Scenario, opts: &SweepOptions) -> SweepReport 
             })
             .collect(),
         goals_unmet: Vec::new(),
+        states_first_seed: BTreeMap::new(),
+        states_reached: 0,
+        states_universe: 0,
+        states_new_per_1000: Vec::new(),
+        states_never_reached: Vec::new(),
     };
+    let mut first_seed: Vec<u64> = vec![u64::MAX; crate::oracle::states::universe().len()];
     std::thread::scope(|scope| {
         for _ in 0..opts.jobs.min(total.max(1)) {
             let tx = tx.clone();
@@ -473,9 +542,21 @@ pub fn run(scenario: &'static dyn Scenario, opts: &SweepOptions) -> SweepReport 
                     eprintln!("FAIL seed={} [{}]: {}", f.seed, f.properties.join(", "), f.reproduce);
                 }
             }
+            for &st in &r.states {
+                if let Some(f) = first_seed.get_mut(usize::from(st)) {
+                    *f = (*f).min(r.seed);
+                }
+            }
             report.fold(r);
         }
     });
+    let names = crate::oracle::states::universe();
+    report.states_first_seed = first_seed
+        .iter()
+        .enumerate()
+        .filter(|(_, &s)| s != u64::MAX)
+        .map(|(i, &s)| (names[i].clone(), s))
+        .collect();
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -553,6 +634,11 @@ mod tests {
             .into_iter()
             .collect(),
             goals_unmet: Vec::new(),
+            states_first_seed: BTreeMap::new(),
+            states_reached: 0,
+            states_universe: 0,
+            states_new_per_1000: Vec::new(),
+            states_never_reached: Vec::new(),
         };
         r.settle_goals();
         r

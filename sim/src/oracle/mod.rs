@@ -20,6 +20,9 @@ pub mod goals;
 pub mod lost_lease;
 pub mod model;
 pub mod properties;
+pub mod settle_entry;
+pub mod states;
+pub mod threading;
 
 use serde::Serialize;
 
@@ -93,6 +96,8 @@ pub fn all_properties() -> impl Iterator<Item = &'static Property> {
         .chain(end_state::ALL.iter())
         .chain(engine::ALL.iter())
         .chain(lost_lease::ALL.iter())
+        .chain(settle_entry::ALL.iter())
+        .chain(threading::ALL.iter())
 }
 
 /// Judge one run with every property (an engine property over a history without engine
@@ -108,6 +113,8 @@ pub struct Assessment {
     pub goals: Vec<&'static str>,
     /// The superseded holders' at-least-once windows (reported, not judged).
     pub windows: Vec<lost_lease::Window>,
+    /// The abstract states the run reached (indices into [`states::universe`]).
+    pub states: Vec<u16>,
 }
 
 /// Judge one run, list the coverage goals it met, and measure its at-least-once windows.
@@ -117,5 +124,10 @@ pub fn assess(history: &History, fin: &FinalState, expect: Expect) -> Assessment
     for p in all_properties() {
         (p.check)(&judged, &mut out);
     }
-    Assessment { violations: out, goals: goals::met(&judged), windows: lost_lease::windows(&judged) }
+    Assessment {
+        violations: out,
+        goals: goals::met(&judged),
+        windows: lost_lease::windows(&judged),
+        states: states::reached(&judged),
+    }
 }

@@ -97,11 +97,40 @@ pub fn t(ns: u64) -> String {
 /// Replays lease operations in apply order, calling `visit` with the grant current for
 /// the call's lease run BEFORE the call takes effect, then applying the call.
 pub fn walk_grants<'h>(j: &Judged<'h>, mut visit: impl FnMut(&'h Call, Option<&Grant>)) {
-    let mut current: BTreeMap<String, Grant> = BTreeMap::new();
+    let mut walk = GrantWalk::default();
     for &c in &j.applied {
-        let key = c.lease.as_ref().map_or(c.run_id.clone(), |l| l.run_id.clone());
-        visit(c, current.get(&key));
-        let legit = is_legit(c, current.get(&key));
+        visit(c, walk.before(c));
+        walk.apply(c);
+    }
+}
+
+/// The grants of every run as the applied lease operations define them, one applied call
+/// at a time.
+#[derive(Default)]
+pub struct GrantWalk {
+    current: BTreeMap<String, Grant>,
+}
+
+impl GrantWalk {
+    /// The run a call's lease names (its own run when it carries none).
+    fn key(c: &Call) -> &str {
+        c.lease.as_ref().map_or(c.run_id.as_str(), |l| l.run_id.as_str())
+    }
+
+    /// The grant current for the call's lease run before it takes effect.
+    pub fn before(&self, c: &Call) -> Option<&Grant> {
+        self.current.get(Self::key(c))
+    }
+
+    /// The grant current for `run` now.
+    pub fn of(&self, run: &str) -> Option<&Grant> {
+        self.current.get(run)
+    }
+
+    /// Apply one applied call.
+    pub fn apply(&mut self, c: &Call) {
+        let key = Self::key(c).to_string();
+        let legit = is_legit(c, self.current.get(&key));
         match c.op {
             OpKind::Acquire => {
                 let epoch =
@@ -109,7 +138,7 @@ pub fn walk_grants<'h>(j: &Judged<'h>, mut visit: impl FnMut(&'h Call, Option<&G
                 let row = c.applied.as_ref().and_then(|a| a.lease_row.clone());
                 if let Some(epoch) = epoch {
                     let expires_at = row.map_or(i64::MAX, |r| r.expires_at);
-                    current.insert(
+                    self.current.insert(
                         c.run_id.clone(),
                         Grant {
                             owner: c.args.owner.clone().unwrap_or_default(),
@@ -125,18 +154,18 @@ pub fn walk_grants<'h>(j: &Judged<'h>, mut visit: impl FnMut(&'h Call, Option<&G
             }
             OpKind::Renew if legit => {
                 if let (Some(g), Some(row)) =
-                    (current.get_mut(&key), c.applied.as_ref().and_then(|a| a.lease_row.as_ref()))
+                    (self.current.get_mut(&key), c.applied.as_ref().and_then(|a| a.lease_row.as_ref()))
                 {
                     g.expires_at = row.expires_at;
                 }
             }
             OpKind::Release if legit => {
-                if let Some(g) = current.get_mut(&key) {
+                if let Some(g) = self.current.get_mut(&key) {
                     g.ended = Some((Judged::applied_ns(c), "released"));
                 }
             }
             OpKind::Delete if legit || c.lease.is_none() => {
-                if let Some(g) = current.get_mut(&c.run_id) {
+                if let Some(g) = self.current.get_mut(&c.run_id) {
                     if g.ended.is_none() {
                         g.ended = Some((Judged::applied_ns(c), "deleted with its run"));
                     }
