@@ -9,6 +9,12 @@
 //! The targeted variants (`f1-stale-settle`, `f2-stale-checkpoint`, `f4-stale-retention`)
 //! keep the same actors and put their faults around one window, with swarm variation.
 //!
+//! In `queue` the hosts start their runs with a name (the workflow's) and tags (`queue`,
+//! the host's `host-<n>`, `tmp` or `kept`), pick retry candidates by listing their own
+//! terminal runs by tag, and the operator takes a census now and then with a drawn filter
+//! (name, tags, `status` or `statuses`, alone or combined), so every filter dimension of
+//! `list_runs` is exercised and judged by `reads_see_serial_history`.
+//!
 //! Nothing here judges: the generic oracle (store and engine properties) does.
 
 use std::any::Any;
@@ -17,15 +23,16 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use sim::actors::engine::{catalog_workflows, resolution_value, FactSink, LedgerWorld};
+use sim::actors::engine::{FactSink, LedgerWorld};
 use sim::history::{under_actor, FactKind, History};
+use sim::ledger::{catalog_workflows, resolution_value};
 use sim::oracle::goals::{required, Required};
 use sim::oracle::Violation;
 use sim::plan::{FaultProfile, Knobs, Plan};
 use sim::recorded::{RecordedStore, RecordedTranscripts};
 use sim::seed::{rng, Draw};
 use sim::world::{FinalState, NodeCtx, Scenario, WorldState};
-use store::engine::{audit_run, repair_run, Engine, RepairAction, Worker, Workflow};
+use store::engine::{audit_run, repair_run, Engine, RepairAction, RunOptions, Worker, Workflow};
 use store::{
     FaultPoint, JournalStore, LeasableStore, LocalFuture, MetaLookup, Moment, RunFilter, RunMeta, RunStatus,
     StoreError,
@@ -62,6 +69,9 @@ pub struct EngineScenario {
     pub focus: Focus,
     /// The points the targeted variant exists to exercise (`fencesim findings` checks they fired).
     pub key_points: &'static [FaultPoint],
+    /// Runs carry a name and tags, hosts list their retry candidates by tag, and the operator
+    /// takes censuses with drawn filters.
+    pub labels: bool,
     /// The coverage goals a sweep must meet, each in a share of its seeds.
     pub coverage: &'static [Required],
 }
@@ -81,6 +91,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
     retry_per_mille: 150,
     focus: Focus::Everywhere,
     key_points: &[],
+    labels: true,
     coverage: &[
         required("busy_met", 200),
         required("crash_after_commit", 30),
@@ -104,6 +115,7 @@ pub static F1_STALE_SETTLE: EngineScenario = EngineScenario {
     retry_per_mille: 0,
     focus: Focus::StaleSettle,
     key_points: &[FaultPoint::WorkerDriveBeforeRenew],
+    labels: false,
     coverage: &[
         required("restarted_process_wrote", 40),
         required("run_resumed_by_a_later_segment", 150),
@@ -124,6 +136,7 @@ pub static F2_STALE_CHECKPOINT: EngineScenario = EngineScenario {
     retry_per_mille: 0,
     focus: Focus::StaleCheckpoint,
     key_points: &[FaultPoint::WorkerDriveBeforeRenew],
+    labels: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 150),
         required("superseded_write_refused", 120),
@@ -143,6 +156,7 @@ pub static F4_STALE_RETENTION: EngineScenario = EngineScenario {
     retry_per_mille: 700,
     focus: Focus::StaleRetention,
     key_points: &[FaultPoint::WorkerRetentionAfterAcquire],
+    labels: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 60),
         required("superseded_write_refused", 80),
@@ -157,6 +171,8 @@ pub struct RunSpec {
     pub workflow: Workflow,
     /// Virtual ms after the start at which its host starts it.
     pub start_ms: u64,
+    /// The name and tags its host starts it with (none unless the scenario has labels).
+    pub options: RunOptions,
 }
 
 /// What the nodes and the supervisor of one run share.
@@ -167,6 +183,7 @@ pub struct QueueShared {
     pub stop: Cell<bool>,
     pub heal: Cell<bool>,
     pub retry_per_mille: u32,
+    pub labels: bool,
 }
 
 fn shared(world: &WorldState) -> Option<Rc<QueueShared>> {
@@ -287,10 +304,21 @@ impl Scenario for EngineScenario {
             .map(|i| {
                 let name = self.workflows[r.between(0, self.workflows.len() as u64 - 1) as usize];
                 let tmp = r.chance(self.tmp_per_mille);
+                let options = if self.labels {
+                    let host = format!("host-{}", i % plan.knobs.nodes.max(1));
+                    let kind = if tmp { "tmp" } else { "kept" };
+                    RunOptions {
+                        name: Some(name.to_string()),
+                        tags: Some(vec!["queue".into(), host, kind.into()]),
+                    }
+                } else {
+                    RunOptions::default()
+                };
                 RunSpec {
                     run_id: run_id(if tmp { "tmp" } else { "run" }, i as usize),
                     workflow: registry.get(name).cloned().unwrap_or_else(Workflow::happy),
                     start_ms: r.between(0, plan.knobs.cap_ms * 3 / 4),
+                    options,
                 }
             })
             .collect();
@@ -301,6 +329,7 @@ impl Scenario for EngineScenario {
             stop: Cell::new(false),
             heal: Cell::new(false),
             retry_per_mille: self.retry_per_mille,
+            labels: self.labels,
         })
     }
 
@@ -413,7 +442,7 @@ async fn node_body(node: NodeCtx) {
             madsim::task::spawn_local(under_actor(&actor, async move {
                 madsim::time::sleep(Duration::from_millis(spec.start_ms)).await;
                 sink.submitted(&spec.run_id, &spec.workflow);
-                let r = engine.run(&spec.run_id, &spec.workflow).await;
+                let r = engine.run_with(&spec.run_id, &spec.workflow, &spec.options).await;
                 sink.settled(&spec.run_id, "run", &r);
             }));
         }
@@ -425,6 +454,8 @@ async fn node_body(node: NodeCtx) {
         let actor = sink.owner.clone();
         madsim::task::spawn_local(under_actor(&actor, async move {
             let mut r = rng(sh.seed, "host-retry", u64::from(index) << 32 | u64::from(incarnation));
+            // A stream of its own, so labels leave the retry draws as they were.
+            let mut lr = rng(sh.seed, "host-list", u64::from(index) << 32 | u64::from(incarnation));
             let mine: Vec<RunSpec> = sh
                 .runs
                 .iter()
@@ -438,9 +469,29 @@ async fn node_body(node: NodeCtx) {
                     continue;
                 }
                 let spec = &mine[r.between(0, mine.len() as u64 - 1) as usize];
-                let meta = engine.journal().get_meta(&spec.run_id).await;
-                let Ok(Some(meta)) = meta else { continue };
-                if !meta.status.is_terminal() || sh.heal.get() {
+                if sh.labels && lr.chance(500) {
+                    // By listing: this host's terminal runs that still carry its tag (a
+                    // resumed run dropped its tags, and is retried only by the lookup below).
+                    let filter = RunFilter {
+                        statuses: Some(TERMINAL.to_vec()),
+                        tags: Some(vec![format!("host-{index}")]),
+                        ..RunFilter::default()
+                    };
+                    match engine.journal().list_runs(&filter).await {
+                        Err(StoreError::Crashed { .. }) => return,
+                        // `statuses` may over-match (the contract allows it): check the status.
+                        Ok(metas)
+                            if metas.iter().any(|m| m.run_id == spec.run_id && m.status.is_terminal()) => {}
+                        _ => continue,
+                    }
+                } else {
+                    let meta = engine.journal().get_meta(&spec.run_id).await;
+                    let Ok(Some(meta)) = meta else { continue };
+                    if !meta.status.is_terminal() {
+                        continue;
+                    }
+                }
+                if sh.heal.get() {
                     continue;
                 }
                 sink.fact(FactKind::Resumed { run_id: spec.run_id.clone() });
@@ -458,7 +509,7 @@ async fn node_body(node: NodeCtx) {
     let sink = worker_sink;
     let engine = worker_engine;
     let actor = sink.owner.clone();
-    under_actor(&actor, worker_loop(&worker, &engine, &sink, &sh, node.index, node.incarnation)).await;
+    under_actor(&actor, worker_loop(&worker, &engine, &sink, &sh, node.index, node.incarnation, nodes)).await;
 }
 
 /// The worker and operator identity's loop: sweep and drive, answer suspensions, prune.
@@ -469,8 +520,10 @@ async fn worker_loop(
     sh: &QueueShared,
     index: u32,
     incarnation: u32,
+    nodes: u32,
 ) {
     let mut r = rng(sh.seed, "worker", u64::from(index) << 32 | u64::from(incarnation));
+    let mut cr = rng(sh.seed, "census", u64::from(index) << 32 | u64::from(incarnation));
     while !sh.stop.get() {
         match worker.sweep().await {
             Ok(report) => {
@@ -494,6 +547,12 @@ async fn worker_loop(
         }
         if (sh.heal.get() || r.chance(150)) && !audit_repair(engine, sink, index, incarnation).await {
             return;
+        }
+        if sh.labels && cr.chance(300) {
+            let filter = census_filter(&mut cr, sh, nodes);
+            if let Err(StoreError::Crashed { .. }) = engine.journal().list_runs(&filter).await {
+                return;
+            }
         }
         madsim::time::sleep(Duration::from_millis(r.between(30, 150))).await;
     }
@@ -533,6 +592,37 @@ async fn audit_repair(engine: &SimEngine, sink: &FactSink, index: u32, incarnati
         true
     };
     under_actor(&operator, probe).await
+}
+/// The four terminal statuses.
+const TERMINAL: [RunStatus; 4] =
+    [RunStatus::Ok, RunStatus::Error, RunStatus::Cancelled, RunStatus::Exhausted];
+
+/// An operator's census filter: a name, tags, a `status` or `statuses`, alone or combined,
+/// drawn so that each excludes some runs and matches others (names and tags no run carries
+/// included).
+fn census_filter(r: &mut impl Draw, sh: &QueueShared, nodes: u32) -> RunFilter {
+    let mut names: Vec<String> = sh.runs.iter().map(|s| s.workflow.name.clone()).collect();
+    names.sort();
+    names.dedup();
+    names.push("nobody".into());
+    let mut pool: Vec<String> = ["queue", "tmp", "kept", "missing"].map(String::from).to_vec();
+    pool.extend((0..nodes.max(1)).map(|n| format!("host-{n}")));
+    let name = names[r.between(0, names.len() as u64 - 1) as usize].clone();
+    let mut tags = vec![pool[r.between(0, pool.len() as u64 - 1) as usize].clone()];
+    if r.chance(500) {
+        tags.push(pool[r.between(0, pool.len() as u64 - 1) as usize].clone());
+    }
+    let status = RunStatus::ALL[r.between(0, RunStatus::ALL.len() as u64 - 1) as usize];
+    let statuses: Vec<RunStatus> = RunStatus::ALL.into_iter().filter(|_| r.chance(333)).collect();
+    match r.between(0, 4) {
+        0 => RunFilter { name: Some(name), ..RunFilter::default() },
+        1 => RunFilter { tags: Some(tags), ..RunFilter::default() },
+        2 => RunFilter { statuses: Some(statuses), ..RunFilter::default() },
+        3 => RunFilter { status: Some(status), tags: Some(tags), ..RunFilter::default() },
+        _ => {
+            RunFilter { name: Some(name), statuses: Some(statuses), tags: Some(tags), ..RunFilter::default() }
+        }
+    }
 }
 
 /// Prune one `ok` run's spent checkpoints under a brief lease (rulvar's `pruneRun` as an

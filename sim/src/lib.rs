@@ -27,6 +27,7 @@ pub mod findings;
 pub mod foreign;
 pub mod history;
 pub mod html;
+pub mod ledger;
 pub mod oracle;
 pub mod plan;
 pub mod real;

@@ -3,8 +3,8 @@
 //! `LedgerWorld` is the provider and the tools: every paid model call and every tool side
 //! effect is written to the history as a fact (with the node, its incarnation, the virtual
 //! instant and how many store mutations had been applied), then answered after a latency
-//! drawn from the node's own stream. Replies are a pure function of (op, turn), so the value
-//! a workflow must settle with is known in advance ([`expected_value`]).
+//! drawn from the node's own stream. Replies are a pure function of (op, turn) from the
+//! shared [`crate::ledger`], so the value a workflow must settle with is known in advance.
 //!
 //! The actors: a host that starts its share of the runs (`engine.run`, the run's own
 //! process owns it from genesis) and now and then explicitly resumes one of its terminal
@@ -12,67 +12,17 @@
 //! resolver that answers open suspensions offline. All of them record what their segments
 //! settled as facts, so the oracle can judge values and settles.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rand_chacha::ChaCha8Rng;
-use serde_json::{json, Value};
-use store::engine::{EngineError, Op, Outcome, PaidCall, ToolCall, Workflow, World};
+use serde_json::Value;
+use store::engine::{EngineError, Outcome, PaidCall, ToolCall, Workflow, World};
 use store::LocalFuture;
 
 use crate::env::now_ns;
 use crate::history::{FactKind, Recorder};
+use crate::ledger::{reply, tool_result};
 use crate::seed::{rng, Draw};
-
-/// The provider's reply to turn `turn` of op `op`.
-pub fn reply(op: &str, turn: u32) -> Value {
-    match op {
-        "one" => json!("alpha"),
-        "two" => json!("beta"),
-        op => json!(format!("{op}:{turn}")),
-    }
-}
-
-/// The tool's result for turn `turn` of op `op`.
-pub fn tool_result(op: &str, turn: u32) -> Value {
-    json!(format!("tool:{op}:{turn}"))
-}
-
-/// The value every resolver answers a suspension with.
-pub fn resolution_value(key: &str) -> Value {
-    json!({ "approved": key })
-}
-
-/// The value a workflow settles `ok` with in this world: the engine's agent semantics
-/// (a final reply, or `"limit"`), a step's tool result, an await's resolution.
-pub fn expected_value(wf: &Workflow) -> Value {
-    let mut out = serde_json::Map::new();
-    for op in &wf.ops {
-        let v = match op {
-            Op::Step { name } => tool_result(name, 0),
-            Op::Agent { name, tool_turns, max_turns, max_tool_calls } => {
-                let (mut turns, mut tools) = (0u32, 0u32);
-                loop {
-                    if turns >= *max_turns {
-                        break json!("limit");
-                    }
-                    let turn = turns;
-                    turns += 1;
-                    if turn >= *tool_turns {
-                        break reply(name, turn);
-                    }
-                    if tools >= *max_tool_calls {
-                        break json!("limit");
-                    }
-                    tools += 1;
-                }
-            }
-            Op::Await { key } => resolution_value(key),
-        };
-        out.insert(op.field().to_string(), v);
-    }
-    Value::Object(out)
-}
 
 /// The provider and tool world of one node incarnation, writing the ledger.
 pub struct LedgerWorld {
@@ -198,63 +148,4 @@ impl FactSink {
 
 fn fnv_owner(owner: &str) -> u64 {
     crate::seed::fnv1a(owner.as_bytes())
-}
-
-/// The workflows the engine scenarios use, by name (a worker's registry).
-pub fn catalog_workflows() -> BTreeMap<String, Workflow> {
-    let mut m = BTreeMap::new();
-    for wf in
-        [Workflow::happy(), Workflow::limit(), Workflow::approval("sign-off"), pipeline(), two_approvals()]
-    {
-        m.insert(wf.name.clone(), wf);
-    }
-    m
-}
-
-/// A step, a tool-using agent with four tool turns (checkpoints at every turn), a step.
-pub fn pipeline() -> Workflow {
-    Workflow {
-        name: "pipeline".into(),
-        ops: vec![
-            Op::Step { name: "fetch".into() },
-            Op::Agent { name: "research".into(), tool_turns: 4, max_turns: 7, max_tool_calls: 6 },
-            Op::Step { name: "publish".into() },
-        ],
-    }
-}
-
-/// An agent, an await, an agent, a second await, an agent: the run suspends twice, and the
-/// segment between the two suspensions does new work yet settles `suspended` again (the
-/// write-on-change rule must still journal that settle).
-pub fn two_approvals() -> Workflow {
-    let agent = |name: &str| Op::Agent { name: name.into(), tool_turns: 0, max_turns: 4, max_tool_calls: 0 };
-    Workflow {
-        name: "two-approvals".into(),
-        ops: vec![
-            agent("draft"),
-            Op::Await { key: "legal".into() },
-            agent("revise"),
-            Op::Await { key: "final".into() },
-            agent("publish"),
-        ],
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn expected_values_follow_the_kill_point_table() {
-        assert_eq!(expected_value(&Workflow::happy()), json!({"one": "alpha", "two": "beta"}));
-        assert_eq!(expected_value(&Workflow::limit()), json!({"agentStatus": "limit"}));
-        assert_eq!(
-            expected_value(&pipeline()),
-            json!({"fetch": "tool:fetch:0", "research": "research:4", "publish": "tool:publish:0"})
-        );
-        assert_eq!(
-            expected_value(&Workflow::approval("k")),
-            json!({"draft": "draft:0", "k": {"approved": "k"}, "publish": "publish:0"})
-        );
-    }
 }

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use super::contract::{EntryView, MetaView};
 use super::model::{walk_grants, Judged};
 use crate::history::{FactKind, OpKind, Outcome};
 
@@ -141,7 +142,7 @@ fn run_resumed_by_a_later_segment(j: &Judged) -> bool {
             && c.args
                 .payload
                 .as_deref()
-                .and_then(|p| store::RunMeta::from_json(p).ok())
+                .and_then(MetaView::parse)
                 .and_then(|m| m.segments)
                 .is_some_and(|s| s >= 2)
     })
@@ -162,11 +163,7 @@ fn turn_paid_again_in_a_window(j: &Judged) -> bool {
 fn suspension_resolved(j: &Judged) -> bool {
     j.applied.iter().any(|c| {
         c.op == OpKind::Append
-            && c.args
-                .payload
-                .as_deref()
-                .and_then(|p| store::JournalEntry::from_json(p).ok())
-                .is_some_and(|e| e.kind == "resolution")
+            && c.args.payload.as_deref().and_then(EntryView::parse).is_some_and(|e| e.kind == "resolution")
     })
 }
 

@@ -7,7 +7,13 @@
 //! lets the oracle see a stale mutation that committed after a successor's grant even when
 //! the journal shows no inversion, and a stale renew or release, which leave no trace in
 //! any writer's report.
+//!
+//! The oracle is independent of the system under test: it reads payloads, filters,
+//! settles, audits, checkpoints and journal keys through its own reading of the contract
+//! ([`contract`]), and takes the world's expected values from [`crate::ledger`], never from
+//! the store's functions or the actors (`sim/tests/oracle_independent.rs` holds it to that).
 
+pub mod contract;
 pub mod eligibility;
 pub mod end_state;
 pub mod engine;
@@ -15,6 +21,7 @@ pub mod goals;
 pub mod lost_lease;
 pub mod model;
 pub mod properties;
+pub mod repair;
 pub mod settle_entry;
 pub mod states;
 pub mod threading;
@@ -94,6 +101,7 @@ pub fn all_properties() -> impl Iterator<Item = &'static Property> {
         .chain(settle_entry::ALL.iter())
         .chain(threading::ALL.iter())
         .chain(eligibility::ALL.iter())
+        .chain(repair::ALL.iter())
 }
 
 /// Judge one run with every property (an engine property over a history without engine

@@ -3,6 +3,10 @@
 
 use std::collections::BTreeMap;
 
+use serde::Serialize;
+use serde_json::Value;
+
+use super::contract::{filter_excludes_strictly, filter_matches, EntryView, MetaView};
 use super::model::{rejected, staleness, t, walk_grants, who, Judged};
 use super::{Expectation, Property, Violation};
 use crate::history::{describe_call, Call, OpKind, Read};
@@ -481,12 +485,20 @@ fn rejected_call_changed_nothing(j: &Judged, out: &mut Vec<Violation>) {
     }
 }
 
-/// The serial state the reads are judged against.
+/// The serial state the reads are judged against: each run's entries and meta record as
+/// the oracle decoded them from the applied payloads. A read result is compared by its JSON
+/// shape: the contract's round trip (store-contract.md A4, meta separation) says a store
+/// hands back exactly what was written.
 #[derive(Default)]
 struct ReadModel {
-    journal: BTreeMap<String, Vec<store::JournalEntry>>,
-    meta: BTreeMap<String, store::RunMeta>,
+    journal: BTreeMap<String, Vec<Value>>,
+    meta: BTreeMap<String, MetaView>,
     blobs: BTreeMap<String, Vec<u8>>,
+}
+
+/// A read result's JSON shape (`Null` if it has none, which no payload equals).
+fn shape<T: Serialize>(t: &T) -> Value {
+    serde_json::to_value(t).unwrap_or(Value::Null)
 }
 
 impl ReadModel {
@@ -494,12 +506,12 @@ impl ReadModel {
         let payload = c.args.payload.as_deref();
         match c.op {
             OpKind::Append => {
-                if let Some(e) = payload.and_then(|p| store::JournalEntry::from_json(p).ok()) {
-                    self.journal.entry(c.run_id.clone()).or_default().push(e);
+                if let Some(e) = payload.and_then(EntryView::parse) {
+                    self.journal.entry(c.run_id.clone()).or_default().push(e.raw);
                 }
             }
             OpKind::PutMeta => {
-                if let Some(m) = payload.and_then(|p| store::RunMeta::from_json(p).ok()) {
+                if let Some(m) = payload.and_then(MetaView::parse) {
                     self.meta.insert(c.run_id.clone(), m);
                 }
             }
@@ -527,6 +539,7 @@ impl ReadModel {
         match read {
             Read::Entries(got) => {
                 let want = self.journal.get(run).map_or(&[][..], |v| v.as_slice());
+                let got: Vec<Value> = got.iter().map(shape).collect();
                 if got.as_slice() == want {
                     return None;
                 }
@@ -536,17 +549,18 @@ impl ReadModel {
                     got.len(),
                     want.len(),
                     at + 1,
-                    got.get(at).map_or("nothing".into(), |e| short(&e.to_json())),
-                    want.get(at).map_or("nothing".into(), |e| short(&e.to_json()))
+                    got.get(at).map_or("nothing".into(), |e| short(&e.to_string())),
+                    want.get(at).map_or("nothing".into(), |e| short(&e.to_string()))
                 ))
             }
             Read::Meta(got) => {
-                let want = self.meta.get(run);
+                let want = self.meta.get(run).map(|m| &m.raw);
+                let got = got.as_ref().map(shape);
                 (got.as_ref() != want).then(|| {
                     format!(
                         "returned {} where the durable meta is {}",
-                        got.as_ref().map_or("no row".into(), |m| short(&m.to_json())),
-                        want.map_or("no row".into(), |m| short(&m.to_json()))
+                        got.as_ref().map_or("no row".into(), |m| short(&m.to_string())),
+                        want.map_or("no row".into(), |m| short(&m.to_string()))
                     )
                 })
             }
@@ -572,29 +586,45 @@ impl ReadModel {
             Read::Runs { filter, metas } => {
                 // The contract lets a `statuses` filter return a superset; `status` alone,
                 // `name` and `tags` must be honoured.
-                let strict = store::RunFilter {
-                    status: filter.status.filter(|_| filter.statuses.is_none()),
-                    statuses: None,
-                    name: filter.name.clone(),
-                    tags: filter.tags.clone(),
-                };
-                if let Some(m) = metas.iter().find(|m| !strict.matches(m)) {
-                    return Some(format!("listed run {} ({}) which the filter excludes", m.run_id, m.status));
+                let listed: Vec<(Value, Option<MetaView>)> = metas
+                    .iter()
+                    .map(|m| {
+                        let v = shape(m);
+                        (v.clone(), MetaView::of_value(v))
+                    })
+                    .collect();
+                for (v, view) in &listed {
+                    match view {
+                        None => {
+                            return Some(format!(
+                                "listed {} which is not a meta record",
+                                short(&v.to_string())
+                            ))
+                        }
+                        Some(m) if filter_excludes_strictly(filter, m) => {
+                            return Some(format!(
+                                "listed run {} ({}) which the filter excludes",
+                                m.run_id, m.status
+                            ));
+                        }
+                        Some(_) => {}
+                    }
                 }
-                for m in metas {
-                    if self.meta.get(&m.run_id) != Some(m) {
+                for (v, view) in &listed {
+                    let Some(m) = view else { continue };
+                    if self.meta.get(&m.run_id).map(|d| &d.raw) != Some(v) {
                         return Some(format!(
                             "listed run {} as {} which is not its durable meta ({})",
                             m.run_id,
-                            short(&m.to_json()),
-                            self.meta.get(&m.run_id).map_or("no row".into(), |d| short(&d.to_json()))
+                            short(&v.to_string()),
+                            self.meta.get(&m.run_id).map_or("no row".into(), |d| short(&d.raw.to_string()))
                         ));
                     }
                 }
                 let dropped = self
                     .meta
                     .values()
-                    .find(|m| filter.matches(m) && !metas.iter().any(|x| x.run_id == m.run_id));
+                    .find(|m| filter_matches(filter, m) && !metas.iter().any(|x| x.run_id == m.run_id));
                 dropped.map(|m| format!("dropped run {} ({}) which matches the filter", m.run_id, m.status))
             }
         }
@@ -675,8 +705,8 @@ mod tests {
     //! The read, ttl, journal, meta and cross-run properties shown able to fail on minimal
     //! histories.
 
-    use serde_json::json;
-    use store::{Epoch, JournalEntry, Lease, RunFilter, RunMeta, RunStatus};
+    use serde_json::{json, Map};
+    use store::{Epoch, JournalEntry, Lease, RunFilter, RunMeta, RunStatus, Seq};
 
     use super::*;
     use crate::history::{Applied, Args, History, LeaseRow, Outcome};
@@ -710,6 +740,41 @@ mod tests {
         }
     }
 
+    /// An entry value as a store would return it (built as data, no store code runs).
+    fn entry(seq: u64, kind: &str, status: &str, value: Value) -> JournalEntry {
+        JournalEntry {
+            seq: Seq(seq),
+            kind: kind.into(),
+            status: status.into(),
+            key: String::new(),
+            ref_seq: None,
+            value,
+            extra: Map::new(),
+        }
+    }
+
+    /// A meta record with a run id and a status only.
+    fn meta_of(run: &str, status: RunStatus) -> RunMeta {
+        RunMeta {
+            run_id: run.into(),
+            status,
+            updated_at: None,
+            segments: None,
+            genesis: None,
+            name: None,
+            tags: None,
+            workflow_name: None,
+            workflow_hash: None,
+            workflow_source_ref: None,
+            extra: Map::new(),
+        }
+    }
+
+    /// The payload text a writer sends for `v` (its serialized shape).
+    fn text<T: Serialize>(v: &T) -> String {
+        serde_json::to_string(v).expect("serializable")
+    }
+
     fn judge(h: &History, ttl: Option<u64>, name: &str) -> Vec<Violation> {
         judge_over(h, &FinalState::default(), ttl, name)
     }
@@ -724,11 +789,11 @@ mod tests {
 
     #[test]
     fn a_load_that_misses_a_durable_entry_is_caught() {
-        let e1 = JournalEntry::new(1, "agent", "running", json!({}));
-        let e2 = JournalEntry::new(2, "agent", "ok", json!("v"));
+        let e1 = entry(1, "agent", "running", json!({}));
+        let e2 = entry(2, "agent", "ok", json!("v"));
         let mut h = History::default();
         for (i, e) in [&e1, &e2].into_iter().enumerate() {
-            let args = Args { seq: Some(e.seq.0), payload: Some(e.to_json()), ..Args::default() };
+            let args = Args { seq: Some(e.seq.0), payload: Some(text(e)), ..Args::default() };
             h.calls.push(call(i, OpKind::Append, args, Some(i), i + 1));
         }
         h.applied_count = 2;
@@ -747,9 +812,9 @@ mod tests {
 
     #[test]
     fn a_list_that_drops_a_match_or_breaks_a_strict_filter_is_caught() {
-        let running = RunMeta::new("r", RunStatus::Running);
+        let running = meta_of("r", RunStatus::Running);
         let mut h = History::default();
-        let args = Args { payload: Some(running.to_json()), ..Args::default() };
+        let args = Args { payload: Some(text(&running)), ..Args::default() };
         h.calls.push(call(0, OpKind::PutMeta, args, Some(0), 1));
         h.applied_count = 1;
         let mut list = call(1, OpKind::ListRuns, Args::default(), None, 1);
@@ -763,7 +828,11 @@ mod tests {
         let named = RunFilter { name: Some("other".into()), ..RunFilter::default() };
         h.calls[1].read = Some(Read::Runs { filter: named, metas: vec![running.clone()] });
         assert_eq!(judge(&h, None, "reads_see_serial_history").len(), 1, "name must be honoured");
-        h.calls[1].read = Some(Read::Runs { filter: RunFilter::resumable(), metas: vec![] });
+        let resumable = RunFilter {
+            statuses: Some(vec![RunStatus::Running, RunStatus::Suspended]),
+            ..RunFilter::default()
+        };
+        h.calls[1].read = Some(Read::Runs { filter: resumable, metas: vec![] });
         assert_eq!(judge(&h, None, "reads_see_serial_history").len(), 1);
     }
 
@@ -784,9 +853,10 @@ mod tests {
     }
 
     fn append(id: usize, seq: u64, tag: &str) -> (Call, String) {
-        let e = JournalEntry::new(seq, "soak", "ok", json!({ "tag": tag }));
-        let args = Args { seq: Some(seq), payload: Some(e.to_json()), ..Args::default() };
-        (call(id, OpKind::Append, args, Some(id), id + 1), e.to_json())
+        let e = json!({"seq": seq, "kind": "soak", "status": "ok", "key": "", "value": { "tag": tag }})
+            .to_string();
+        let args = Args { seq: Some(seq), payload: Some(e.clone()), ..Args::default() };
+        (call(id, OpKind::Append, args, Some(id), id + 1), e)
     }
 
     #[test]
@@ -814,8 +884,8 @@ mod tests {
     #[test]
     fn a_meta_write_under_another_runs_lease_is_caught_and_a_refused_one_is_not() {
         let mut h = History::default();
-        let meta = RunMeta::new("other", RunStatus::Running);
-        let args = Args { payload: Some(meta.to_json()), ..Args::default() };
+        let meta = json!({"runId": "other", "status": "running"}).to_string();
+        let args = Args { payload: Some(meta), ..Args::default() };
         let mut c = call(0, OpKind::PutMeta, args, None, 0);
         c.run_id = "other".into();
         c.lease = Some(Lease { run_id: "r".into(), owner: "o".into(), epoch: Epoch(1) });
@@ -839,8 +909,8 @@ mod tests {
         let mut fin = FinalState::default();
         let (c, stored) = append(0, 1, "a");
         h.calls.push(c);
-        let meta = RunMeta::new("r", RunStatus::Running);
-        let args = Args { payload: Some(meta.to_json()), ..Args::default() };
+        let meta = json!({"runId": "r", "status": "running"}).to_string();
+        let args = Args { payload: Some(meta.clone()), ..Args::default() };
         h.calls.push(call(1, OpKind::PutMeta, args, Some(1), 2));
         let mut del = call(2, OpKind::Delete, Args::default(), None, 2);
         del.outcome = Outcome::Unknown;
@@ -848,7 +918,7 @@ mod tests {
         del.seen_at = None;
         h.calls.push(del);
         h.applied_count = 2;
-        fin.meta.insert("r".into(), meta.to_json());
+        fin.meta.insert("r".into(), meta);
         // A delete that is one transaction rolled back: everything is still there.
         fin.entries.insert("r".into(), vec![stored]);
         assert!(judge_over(&h, &fin, None, "journal_equals_serial_history").is_empty());

@@ -57,6 +57,15 @@ pub struct Outcome {
     pub segment: u64,
 }
 
+/// rulvar's `RunOptions`, as far as the store sees them: the `name` and `tags` a fresh run
+/// writes into its meta (engine-model.md 1.3). A resume passes no options, so a resumed
+/// segment's meta drops both.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    pub name: Option<String>,
+    pub tags: Option<Vec<String>>,
+}
+
 /// Which settlement write failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SettleStage {
@@ -254,7 +263,17 @@ where
     /// A fresh run (genesis): engine-owned lease (acquire, renew every ttl/3, release after
     /// settle), boot meta `running` with `segments = 1` and a freshly minted genesis.
     pub async fn run(&self, run_id: &str, wf: &Workflow) -> Result<Outcome, EngineError> {
-        self.segment(run_id, wf, segment::Start::Fresh, None, None).await
+        self.run_with(run_id, wf, &RunOptions::default()).await
+    }
+
+    /// As [`Engine::run`], writing `options`' name and tags into the run's meta.
+    pub async fn run_with(
+        &self,
+        run_id: &str,
+        wf: &Workflow,
+        options: &RunOptions,
+    ) -> Result<Outcome, EngineError> {
+        self.segment(run_id, wf, segment::Start::Fresh, options, None, None).await
     }
 
     /// Resume a run. `lease: Some` means the caller owns the lease lifecycle: the engine does
@@ -265,7 +284,7 @@ where
         wf: &Workflow,
         lease: Option<Lease>,
     ) -> Result<Outcome, EngineError> {
-        self.segment(run_id, wf, segment::Start::Resume, lease, None).await
+        self.segment(run_id, wf, segment::Start::Resume, &RunOptions::default(), lease, None).await
     }
 
     /// As [`Engine::resume`] with a caller-owned lease, cancelling the segment (it settles
@@ -282,7 +301,8 @@ where
             cancel.await;
             Ok(())
         });
-        self.segment(run_id, wf, segment::Start::Resume, Some(lease), Some(cancel)).await
+        self.segment(run_id, wf, segment::Start::Resume, &RunOptions::default(), Some(lease), Some(cancel))
+            .await
     }
 
     /// As [`Engine::resume_cancellable`], where `watch` answering `Err(Crashed)` means the
@@ -294,7 +314,8 @@ where
         lease: Lease,
         watch: LocalFuture<'_, Result<(), EngineError>>,
     ) -> Result<Outcome, EngineError> {
-        self.segment(run_id, wf, segment::Start::Resume, Some(lease), Some(watch)).await
+        self.segment(run_id, wf, segment::Start::Resume, &RunOptions::default(), Some(lease), Some(watch))
+            .await
     }
 
     /// rulvar's `deleteRun`: list the run's blobs, delete each (carrying `lease`), then the

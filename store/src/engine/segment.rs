@@ -182,6 +182,7 @@ where
         run_id: &str,
         wf: &Workflow,
         start: Start,
+        options: &super::RunOptions,
         lease_in: Option<Lease>,
         cancel: Option<LocalFuture<'_, Result<(), EngineError>>>,
     ) -> Result<Outcome, EngineError> {
@@ -205,6 +206,8 @@ where
             Start::Fresh => {
                 let mut carried = RunMeta::new(run_id, RunStatus::Running);
                 carried.workflow_name = Some(wf.name.clone());
+                carried.name = options.name.clone();
+                carried.tags = options.tags.clone();
                 Prepared {
                     prior: Vec::new(),
                     segments_before: 0,
