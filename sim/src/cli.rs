@@ -1,5 +1,5 @@
 //! The `fencesim` command-line program's logic (the binary in `scenarios` passes the
-//! catalog in): `list`, `run`, `sweep`, `bench`, `merge`, `findings`, `shrink`, `audit`;
+//! catalog in): `list`, `run`, `sweep`, `bench`, `merge`, `findings`, `shrink`, `audit`, `explore`;
 //! real-process mode's `soak`, `bench-real` and its hidden child entry points live in
 //! `crate::real::cli`.
 //!
@@ -153,6 +153,9 @@ enum Command {
         #[arg(long, default_value_t = 5000)]
         max_runs: u64,
     },
+    /// Coverage-guided search over fault plans (or, with --exhaustive, every plan of at most
+    /// --max-faults faults on the scenario's small configuration).
+    Explore(crate::explore::ExploreArgs),
     /// One soak storm: N real OS processes over one SQLite file with --real, else its
     /// simulated twin; judged by the same oracle.
     Soak(crate::real::cli::SoakArgs),
@@ -427,6 +430,7 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                 ShrinkArgs { scenario, profile, seed, plan, property, op, finding, out, max_runs },
             )
         }
+        Command::Explore(args) => crate::explore::command(args, catalog),
         Command::Soak(args) => crate::real::cli::soak(args, catalog),
         Command::BenchReal(args) => crate::real::cli::bench_real(args, catalog),
         Command::SoakWriter(args) => crate::real::cli::soak_writer(args),

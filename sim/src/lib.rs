@@ -19,6 +19,7 @@ pub mod actors;
 pub mod audit;
 pub mod cli;
 pub mod env;
+pub mod explore;
 pub mod findings;
 pub mod history;
 pub mod oracle;
