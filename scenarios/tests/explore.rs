@@ -20,7 +20,13 @@ fn scenario(name: &str) -> &'static dyn Scenario {
     scenarios::catalog().into_iter().find(|s| s.name() == name).expect("a scenario of the catalog")
 }
 
-fn opts(profile: ProfileName, runs: u64, jobs: usize, corpus: Option<PathBuf>, out: &std::path::Path) -> ExploreOptions {
+fn opts(
+    profile: ProfileName,
+    runs: u64,
+    jobs: usize,
+    corpus: Option<PathBuf>,
+    out: &std::path::Path,
+) -> ExploreOptions {
     ExploreOptions {
         profile,
         seed: 3,
@@ -66,19 +72,26 @@ fn a_resumed_search_equals_an_uninterrupted_one() {
     let whole = explore(s, &opts(ProfileName::Current, 48, 2, Some(whole_dir.clone()), dir.path())).unwrap();
     let first = explore(s, &opts(ProfileName::Current, 32, 2, Some(split_dir.clone()), dir.path())).unwrap();
     assert_eq!(first.runs, 32);
-    let resumed = explore(s, &opts(ProfileName::Current, 48, 1, Some(split_dir.clone()), dir.path())).unwrap();
+    let resumed =
+        explore(s, &opts(ProfileName::Current, 48, 1, Some(split_dir.clone()), dir.path())).unwrap();
     assert_eq!(resumed.runs, 48);
     assert_eq!(comparable(&whole, dir.path()), comparable(&resumed, dir.path()));
     // The corpora on disk are the same files too.
     let names = |d: &PathBuf| {
-        let mut v: Vec<String> =
-            std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
         v.sort();
         v
     };
     assert_eq!(names(&whole_dir), names(&split_dir));
     for n in names(&whole_dir).iter().filter(|n| n.starts_with("entry-")) {
-        assert_eq!(std::fs::read(whole_dir.join(n)).unwrap(), std::fs::read(split_dir.join(n)).unwrap(), "{n}");
+        assert_eq!(
+            std::fs::read(whole_dir.join(n)).unwrap(),
+            std::fs::read(split_dir.join(n)).unwrap(),
+            "{n}"
+        );
     }
 }
 
@@ -114,7 +127,9 @@ fn explore_finds_f3s_stale_accept_under_v1_44_0() {
     assert!(r.first_detection.contains_key("no_stale_accept"), "{}", r.summary());
     let f = &r.failures[0];
     assert!(std::path::Path::new(&f.plan_file).exists());
-    assert!(f.reproduce.starts_with("fencesim run --scenario f3-check-then-mutate --profile v1_44_0 --seed "));
+    assert!(f
+        .reproduce
+        .starts_with("fencesim run --scenario f3-check-then-mutate --profile v1_44_0 --seed "));
     assert!(f.reproduce.contains(" --plan "));
 }
 
@@ -139,10 +154,26 @@ fn bad_input_exits_2_with_a_message() {
     // A corpus with a malformed entry.
     let corpus = dir.path().join("corpus");
     std::fs::create_dir_all(&corpus).unwrap();
-    let out = fencesim(&["explore", "--scenario", "f3-check-then-mutate", "--runs", "16", "--corpus", corpus.to_str().unwrap()]);
+    let out = fencesim(&[
+        "explore",
+        "--scenario",
+        "f3-check-then-mutate",
+        "--runs",
+        "16",
+        "--corpus",
+        corpus.to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     std::fs::write(corpus.join("entry-000001.json"), "{ not json").unwrap();
-    let out = fencesim(&["explore", "--scenario", "f3-check-then-mutate", "--runs", "32", "--corpus", corpus.to_str().unwrap()]);
+    let out = fencesim(&[
+        "explore",
+        "--scenario",
+        "f3-check-then-mutate",
+        "--runs",
+        "32",
+        "--corpus",
+        corpus.to_str().unwrap(),
+    ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("malformed corpus entry"), "{err}");

@@ -121,5 +121,13 @@ fn execute_with(
         windows: assessment.windows,
         states: assessment.states,
     };
-    Ok(Outcome { plan, history: out.history, fin: out.fin, violations, report, reached: out.reached, at_last_fire: out.at_last_fire })
+    Ok(Outcome {
+        plan,
+        history: out.history,
+        fin: out.fin,
+        violations,
+        report,
+        reached: out.reached,
+        at_last_fire: out.at_last_fire,
+    })
 }

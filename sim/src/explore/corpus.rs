@@ -69,7 +69,11 @@ impl Entry {
             reached: self
                 .reached
                 .iter()
-                .map(|&(node, p, occurrences)| ReachedPoint { node, point: p.name().to_string(), occurrences })
+                .map(|&(node, p, occurrences)| ReachedPoint {
+                    node,
+                    point: p.name().to_string(),
+                    occurrences,
+                })
                 .collect(),
         }
     }
@@ -79,7 +83,9 @@ impl Entry {
         let mut states = Vec::with_capacity(s.states.len());
         for name in &s.states {
             states.push(
-                *index.get(name.as_str()).ok_or_else(|| format!("{what}: unknown abstract state {name:?}"))?,
+                *index
+                    .get(name.as_str())
+                    .ok_or_else(|| format!("{what}: unknown abstract state {name:?}"))?,
             );
         }
         let mut reached = Vec::with_capacity(s.reached.len());
@@ -113,6 +119,8 @@ pub struct Checkpoint {
     pub hits: BTreeMap<String, u64>,
     pub first_run: BTreeMap<String, u64>,
     pub first_detection: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub first_finding: BTreeMap<String, u64>,
     pub failures: Vec<super::ExploreFailure>,
     pub last_new_state: Option<String>,
 }
@@ -145,8 +153,8 @@ pub fn load(dir: &Path) -> Result<Option<(Checkpoint, Vec<Entry>)>, String> {
         return Ok(None);
     }
     let text = std::fs::read_to_string(&cp).map_err(|e| format!("cannot read {}: {e}", cp.display()))?;
-    let checkpoint: Checkpoint =
-        serde_json::from_str(&text).map_err(|e| format!("malformed corpus checkpoint {}: {e}", cp.display()))?;
+    let checkpoint: Checkpoint = serde_json::from_str(&text)
+        .map_err(|e| format!("malformed corpus checkpoint {}: {e}", cp.display()))?;
     let mut entries = Vec::new();
     for n in 1..=checkpoint.entries {
         let p = entry_path(dir, n);

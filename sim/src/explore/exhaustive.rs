@@ -76,7 +76,10 @@ pub fn exhaustive(
                     continue;
                 }
                 for occurrence in before + 1..=count {
-                    if set.iter().any(|d| d.node == node && d.occurrence == occurrence && d.point == point.name()) {
+                    if set
+                        .iter()
+                        .any(|d| d.node == node && d.occurrence == occurrence && d.point == point.name())
+                    {
                         continue;
                     }
                     for action in actions_at(point, &faults, ttl) {
@@ -96,7 +99,8 @@ pub fn exhaustive(
             break;
         }
     }
-    let complete = queue.is_empty();
+    // A certificate only when every plan was run and none failed.
+    let complete = queue.is_empty() && tally.failures.is_empty();
     let mut report = tally.report(scenario.name(), opts, "exhaustive", 0);
     report.complete = Some(complete);
     report.plans = Some(tally.runs);

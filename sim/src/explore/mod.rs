@@ -36,6 +36,9 @@ pub struct ExploreFailure {
     pub run: u64,
     pub seed: u64,
     pub properties: Vec<String>,
+    /// The `fencesim findings` rows of this profile its violations match (e.g. `F3c`).
+    #[serde(default)]
+    pub findings: Vec<String>,
     pub witness: String,
     /// `fencesim run --scenario S --profile P --seed N --plan FILE` (the shrunk plan).
     pub reproduce: String,
@@ -66,6 +69,9 @@ pub struct ExploreReport {
     pub states_never_reached: Vec<String>,
     /// Per property that failed: the run of its first detection.
     pub first_detection: BTreeMap<String, u64>,
+    /// Per `fencesim findings` row of this profile the search matched: its first run.
+    #[serde(default)]
+    pub findings_first_run: BTreeMap<String, u64>,
     pub failures: Vec<ExploreFailure>,
     /// Exhaustive mode: the plans run, whether the enumeration finished, the fault bound.
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -126,13 +132,17 @@ impl ExploreReport {
         for (p, run) in &self.first_detection {
             let _ = writeln!(s, "  first detection of {p}: run {run}");
         }
+        for (f, run) in &self.findings_first_run {
+            let _ = writeln!(s, "  first detection of finding {f}: run {run}");
+        }
         for f in &self.failures {
             let _ = writeln!(
                 s,
-                "FAIL run={} seed={} [{}]: {}\n  witness: {}\n  plan: {} ({} decisions, shrunk from {} in {} runs)",
+                "FAIL run={} seed={} [{}]{}: {}\n  witness: {}\n  plan: {} ({} decisions, shrunk from {} in {} runs)",
                 f.run,
                 f.seed,
                 f.properties.join(", "),
+                if f.findings.is_empty() { String::new() } else { format!(" (findings {})", f.findings.join(", ")) },
                 f.reproduce,
                 f.witness,
                 f.plan_file,
@@ -160,7 +170,7 @@ pub struct ExploreOptions {
     pub out_dir: PathBuf,
     /// Go on after a failure (default: stop after the batch that found the first).
     pub keep_going: bool,
-    /// The shrinker's run budget per failure.
+    /// The shrinker's run budget per failure (0: no shrinking).
     pub shrink_runs: u64,
     pub progress: bool,
     pub bar: bool,
@@ -200,7 +210,7 @@ pub struct ExploreArgs {
     /// Go on after the first failure.
     #[arg(long)]
     pub keep_going: bool,
-    /// The shrinker's run budget per failure.
+    /// The shrinker's run budget per failure (0: save the failing plan unshrunk).
     #[arg(long, default_value_t = 400)]
     pub shrink_runs: u64,
     /// Where failing plans are saved (default: the corpus directory, else the working directory).
@@ -241,7 +251,8 @@ fn command_inner(args: ExploreArgs, catalog: &[&'static dyn Scenario]) -> Result
         (None, Some(_)) => u64::MAX,
         (None, None) => default_runs,
     };
-    let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
+    let jobs =
+        args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
     let out_dir = args.out_dir.clone().or_else(|| args.corpus.clone()).unwrap_or_else(|| PathBuf::from("."));
     let opts = ExploreOptions {
         profile,
@@ -252,7 +263,7 @@ fn command_inner(args: ExploreArgs, catalog: &[&'static dyn Scenario]) -> Result
         corpus: args.corpus.clone(),
         out_dir,
         keep_going: args.keep_going,
-        shrink_runs: args.shrink_runs.max(1),
+        shrink_runs: args.shrink_runs,
         progress: true,
         bar: std::io::stderr().is_terminal(),
     };

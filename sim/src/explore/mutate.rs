@@ -38,7 +38,11 @@ pub fn energies(corpus: &[Entry], hits: &[u64]) -> Vec<u64> {
     corpus
         .iter()
         .map(|e| {
-            1 + e.states.iter().map(|&s| (1u64 << 20) / hits.get(usize::from(s)).copied().unwrap_or(1).max(1)).sum::<u64>()
+            1 + e
+                .states
+                .iter()
+                .map(|&s| (1u64 << 20) / hits.get(usize::from(s)).copied().unwrap_or(1).max(1))
+                .sum::<u64>()
         })
         .collect()
 }
@@ -120,7 +124,9 @@ impl Mutator<'_> {
                 ms: r.between(ttl * 105 / 100, ttl * faults.stall_past_ttl_max_pct.max(106) / 100),
             },
             2 if matches!(point.moment(), Moment::Before | Moment::AfterCheck) => Action::StallToExpiry,
-            3 if faults.crash_points.contains(&point) => Action::Crash { restart_after_ms: r.between(20, 2 * ttl) },
+            3 if faults.crash_points.contains(&point) => {
+                Action::Crash { restart_after_ms: r.between(20, 2 * ttl) }
+            }
             _ => Action::Stall { ms: r.between(ttl * 105 / 100, ttl * 3 / 2) },
         };
         plan.decisions.retain(|d| !(d.node == node && d.occurrence == occurrence && d.point == point.name()));
@@ -149,7 +155,8 @@ impl Mutator<'_> {
 
 /// Move a non-yield fault to a nearby occurrence or to another node.
 fn shift(r: &mut ChaCha8Rng, plan: &mut Plan) {
-    let faults: Vec<usize> = (0..plan.decisions.len()).filter(|&i| plan.decisions[i].action != Action::Yield).collect();
+    let faults: Vec<usize> =
+        (0..plan.decisions.len()).filter(|&i| plan.decisions[i].action != Action::Yield).collect();
     if faults.is_empty() {
         return;
     }
@@ -160,7 +167,8 @@ fn shift(r: &mut ChaCha8Rng, plan: &mut Plan) {
         d.node = (d.node + r.between(1, u64::from(nodes) - 1) as u32) % nodes;
     } else {
         let delta = r.between(1, 3) as u32;
-        d.occurrence = if r.chance(500) { d.occurrence + delta } else { d.occurrence.saturating_sub(delta).max(1) };
+        d.occurrence =
+            if r.chance(500) { d.occurrence + delta } else { d.occurrence.saturating_sub(delta).max(1) };
     }
 }
 

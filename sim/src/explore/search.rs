@@ -30,6 +30,8 @@ pub struct RunResult {
     pub properties: Vec<String>,
     pub first_property: Option<String>,
     pub witness: String,
+    /// The `findings` rows (of the run's profile) its violations match.
+    pub findings: Vec<String>,
 }
 
 fn run_one(scenario: &'static dyn Scenario, profile: ProfileName, plan: Plan) -> RunResult {
@@ -43,12 +45,20 @@ fn run_one(scenario: &'static dyn Scenario, profile: ProfileName, plan: Plan) ->
                 before_last_fire: reached_of(&out.reached)
                     .iter()
                     .map(|&(n, p, _)| {
-                        out.at_last_fire.get(n as usize * FaultPoint::ALL.len() + p.index()).copied().unwrap_or(0)
+                        out.at_last_fire
+                            .get(n as usize * FaultPoint::ALL.len() + p.index())
+                            .copied()
+                            .unwrap_or(0)
                     })
                     .collect(),
                 reached: reached_of(&out.reached),
                 first_property: out.violations.first().map(|v| v.property.to_string()),
                 witness: out.violations.first().map(|v| v.witness.clone()).unwrap_or_default(),
+                findings: crate::findings::FINDINGS
+                    .iter()
+                    .filter(|f| f.profile == profile && f.caught_by(&out.violations).is_some())
+                    .map(|f| f.id.to_string())
+                    .collect(),
                 properties,
                 plan: out.plan,
             }
@@ -61,6 +71,7 @@ fn run_one(scenario: &'static dyn Scenario, profile: ProfileName, plan: Plan) ->
             properties: vec!["harness_error".into()],
             first_property: None,
             witness: e,
+            findings: Vec::new(),
         },
     }
 }
@@ -100,6 +111,7 @@ pub struct Tally {
     pub hits: Vec<u64>,
     pub first_run: Vec<u64>,
     pub first_detection: BTreeMap<String, u64>,
+    pub first_finding: BTreeMap<String, u64>,
     pub failures: Vec<ExploreFailure>,
     pub last_new_state: Option<String>,
 }
@@ -112,6 +124,7 @@ impl Tally {
             hits: vec![0; n],
             first_run: vec![0; n],
             first_detection: BTreeMap::new(),
+            first_finding: BTreeMap::new(),
             failures: Vec::new(),
             last_new_state: None,
         }
@@ -147,21 +160,28 @@ impl Tally {
         for p in &r.properties {
             self.first_detection.entry(p.clone()).or_insert(self.runs);
         }
-        if self.failures.iter().any(|f| f.properties == r.properties) {
+        for f in &r.findings {
+            self.first_finding.entry(f.clone()).or_insert(self.runs);
+        }
+        // One report per property set; without --keep-going only the first failure (the
+        // rest of its batch still counts for detections).
+        if self.failures.iter().any(|f| f.properties == r.properties)
+            || (!opts.keep_going && !self.failures.is_empty())
+        {
             return Ok(());
         }
         let mut plan = r.plan.clone();
         plan.materialize();
         let original = plan.decisions.len();
         let (minimal, shrink_runs) = match &r.first_property {
-            Some(p) => {
+            Some(p) if opts.shrink_runs > 0 => {
                 let target = SameProperty { property: p.clone(), op: None };
                 match shrink(scenario, opts.profile, plan.clone(), &target, opts.shrink_runs) {
                     Ok(s) => (s.minimal, s.runs),
                     Err(_) => (plan, 0),
                 }
             }
-            None => (plan, 0),
+            _ => (plan, 0),
         };
         std::fs::create_dir_all(&opts.out_dir)
             .map_err(|e| format!("cannot create {}: {e}", opts.out_dir.display()))?;
@@ -179,6 +199,7 @@ impl Tally {
             run: self.runs,
             seed: minimal.seed,
             properties: r.properties.clone(),
+            findings: r.findings.clone(),
             witness: r.witness.clone(),
             reproduce: crate::report::reproduce(&minimal, Some(&plan_file)),
             plan_file,
@@ -188,6 +209,9 @@ impl Tally {
         };
         if opts.progress {
             eprintln!("FAIL run={} seed={} [{}]: {}", f.run, f.seed, f.properties.join(", "), f.reproduce);
+            if opts.bar {
+                eprintln!();
+            }
         }
         self.failures.push(f);
         Ok(())
@@ -222,6 +246,7 @@ impl Tally {
             states_new_per_1000: curve,
             states_never_reached: never,
             first_detection: self.first_detection.clone(),
+            findings_first_run: self.first_finding.clone(),
             failures: self.failures.clone(),
             complete: None,
             plans: None,
@@ -247,6 +272,7 @@ impl Tally {
             hits: reached(&self.hits),
             first_run: reached(&self.first_run),
             first_detection: self.first_detection.clone(),
+            first_finding: self.first_finding.clone(),
             failures: self.failures.clone(),
             last_new_state: self.last_new_state.clone(),
         }
@@ -256,15 +282,20 @@ impl Tally {
         let index = corpus::state_index();
         let mut t = Tally::new();
         for (name, &n) in &cp.hits {
-            let i = *index.get(name.as_str()).ok_or_else(|| format!("corpus checkpoint: unknown state {name:?}"))?;
+            let i = *index
+                .get(name.as_str())
+                .ok_or_else(|| format!("corpus checkpoint: unknown state {name:?}"))?;
             t.hits[usize::from(i)] = n;
         }
         for (name, &n) in &cp.first_run {
-            let i = *index.get(name.as_str()).ok_or_else(|| format!("corpus checkpoint: unknown state {name:?}"))?;
+            let i = *index
+                .get(name.as_str())
+                .ok_or_else(|| format!("corpus checkpoint: unknown state {name:?}"))?;
             t.first_run[usize::from(i)] = n;
         }
         t.runs = cp.runs;
         t.first_detection = cp.first_detection.clone();
+        t.first_finding = cp.first_finding.clone();
         t.failures = cp.failures.clone();
         t.last_new_state = cp.last_new_state.clone();
         Ok(t)
@@ -301,7 +332,8 @@ impl Progress {
         let states = t.hits.iter().filter(|&&h| h > 0).count();
         let rate = t.runs as f64 / self.elapsed_s().max(1e-9);
         let last = t.last_new_state.as_deref().unwrap_or("-");
-        let line = format!("{label}: {} runs, {rate:.1} runs/s, {states} states{extra}, last new: {last}", t.runs);
+        let line =
+            format!("{label}: {} runs, {rate:.1} runs/s, {states} states{extra}, last new: {last}", t.runs);
         if self.bar {
             eprint!("\r\x1b[2K{line}");
         } else if t.runs / 200 > self.last_line / 200 {
@@ -325,7 +357,8 @@ pub fn explore(scenario: &'static dyn Scenario, opts: &ExploreOptions) -> Result
     let profile = opts.profile.as_str();
     let (mut tally, mut entries, mut batch) = match &opts.corpus {
         Some(dir) => {
-            std::fs::create_dir_all(dir).map_err(|e| format!("cannot create corpus {}: {e}", dir.display()))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create corpus {}: {e}", dir.display()))?;
             match corpus::load(dir)? {
                 Some((cp, entries)) => {
                     if cp.scenario != scenario.name() || cp.profile != profile || cp.seed != opts.seed {
@@ -373,13 +406,20 @@ pub fn explore(scenario: &'static dyn Scenario, opts: &ExploreOptions) -> Result
             let new = tally.fold_states(&res.states);
             if !res.properties.is_empty() {
                 tally.fold_failure(scenario, opts, &res)?;
-                continue;
             }
+            // A failing run that reached new states joins too: under a flawed profile most
+            // runs fail, and the search must still build on them (with --keep-going).
             if new > 0 {
                 let mut plan = res.plan;
                 plan.materialize();
                 trim(&mut plan, &res.reached);
-                let e = Entry { run: tally.runs, new_states: new, plan, states: res.states, reached: res.reached };
+                let e = Entry {
+                    run: tally.runs,
+                    new_states: new,
+                    plan,
+                    states: res.states,
+                    reached: res.reached,
+                };
                 if let Some(dir) = &opts.corpus {
                     corpus::save_entry(dir, entries.len() as u64 + 1, &e)?;
                 }
