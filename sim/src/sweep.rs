@@ -658,7 +658,7 @@ mod tests {
 
         let met = report(200, 10, 50);
         assert!(met.goals_unmet.is_empty());
-        assert_eq!(exit_code(&[met.clone()]), 0);
+        assert_eq!(exit_code(std::slice::from_ref(&met)), 0);
         assert_eq!(exit_code(&[met, short.clone()]), 3);
 
         let mut failing = short.clone();
