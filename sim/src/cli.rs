@@ -93,7 +93,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Benchmark: soak seeds per second on one core, and the sweep's peak RSS.
+    /// Benchmark: soak seeds per second on one core, and the sweep's peak RSS; then an
+    /// explore of as many runs (runs per second, CPU per run, states).
     Bench {
         #[arg(long, default_value_t = 2000)]
         seeds: u64,
@@ -371,6 +372,8 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                 );
             }
             println!("{} seeds per second on one core: {:.1}", scenario.name(), report.seeds_per_sec);
+            let explored = crate::explore::bench(scenario, report.seeds_run);
+            println!("{explored}");
             i32::from(!report.failures.is_empty())
         }
         Command::Merge { files, json } => {

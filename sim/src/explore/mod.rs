@@ -279,3 +279,36 @@ fn command_inner(args: ExploreArgs, catalog: &[&'static dyn Scenario]) -> Result
     }
     Ok(report.exit_code())
 }
+
+/// `fencesim bench`'s explore line: the same number of runs as the bench's sweep, explored
+/// on one thread (search seed 0, no shrinking), with its CPU time per run and its states.
+pub fn bench(scenario: &'static dyn Scenario, runs: u64) -> String {
+    let opts = ExploreOptions {
+        profile: ProfileName::Current,
+        seed: 0,
+        runs: runs.max(1),
+        minutes: None,
+        jobs: 1,
+        corpus: None,
+        out_dir: std::env::temp_dir(),
+        keep_going: true,
+        shrink_runs: 0,
+        progress: false,
+        bar: false,
+    };
+    let cpu_before = crate::real::clock::cpu_times();
+    match explore(scenario, &opts) {
+        Ok(r) => {
+            let cpu_s = crate::real::clock::cpu_times().since(&cpu_before).own_s;
+            format!(
+                "explore of {} runs: {:.1} runs per second on one core, {:.2} ms CPU per run, {} abstract states reached, {} failures",
+                r.runs,
+                r.runs_per_sec,
+                cpu_s * 1000.0 / r.runs.max(1) as f64,
+                r.states_reached,
+                r.failures.len()
+            )
+        }
+        Err(e) => format!("explore: {e}"),
+    }
+}
