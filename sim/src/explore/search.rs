@@ -307,6 +307,8 @@ impl Tally {
 pub struct Progress {
     started: std::time::Instant,
     last_line: u64,
+    /// Runs already done when this invocation started (a resumed search).
+    start_runs: u64,
     bar: bool,
     on: bool,
 }
@@ -314,7 +316,19 @@ pub struct Progress {
 #[allow(clippy::disallowed_methods)] // runs per second and --minutes are wall-clock by definition
 impl Progress {
     pub fn new(opts: &ExploreOptions) -> Progress {
-        Progress { started: std::time::Instant::now(), last_line: 0, bar: opts.bar, on: opts.progress }
+        Progress {
+            started: std::time::Instant::now(),
+            last_line: 0,
+            start_runs: 0,
+            bar: opts.bar,
+            on: opts.progress,
+        }
+    }
+
+    /// Rates count only the runs made from here on (`runs` were done before).
+    pub fn resumed_at(&mut self, runs: u64) {
+        self.start_runs = runs;
+        self.last_line = runs;
     }
 
     pub fn elapsed_s(&self) -> f64 {
@@ -330,7 +344,7 @@ impl Progress {
             return;
         }
         let states = t.hits.iter().filter(|&&h| h > 0).count();
-        let rate = t.runs as f64 / self.elapsed_s().max(1e-9);
+        let rate = t.runs.saturating_sub(self.start_runs) as f64 / self.elapsed_s().max(1e-9);
         let last = t.last_new_state.as_deref().unwrap_or("-");
         let line =
             format!("{label}: {} runs, {rate:.1} runs/s, {states} states{extra}, last new: {last}", t.runs);
@@ -348,7 +362,7 @@ impl Progress {
         }
         let s = self.elapsed_s();
         report.wall_ms = (s * 1000.0) as u64;
-        report.runs_per_sec = report.runs as f64 / s.max(1e-9);
+        report.runs_per_sec = report.runs.saturating_sub(self.start_runs) as f64 / s.max(1e-9);
     }
 }
 
@@ -381,6 +395,7 @@ pub fn explore(scenario: &'static dyn Scenario, opts: &ExploreOptions) -> Result
         None => (Tally::new(), Vec::new(), 0),
     };
     let mut progress = Progress::new(opts);
+    progress.resumed_at(tally.runs);
     let label = format!("explore {} {}", scenario.name(), profile);
     let mut stopped_by = "runs";
     loop {
