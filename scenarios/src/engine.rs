@@ -395,6 +395,11 @@ impl Scenario for EngineScenario {
         self.coverage
     }
 
+    /// Two nodes, one run, the usual ttl and cap.
+    fn small_knobs(&self) -> Option<Knobs> {
+        Some(Knobs { nodes: 2, ttl_ms: 300, size: 1, cap_ms: 4000 })
+    }
+
     fn smaller_knobs(&self, knobs: &Knobs) -> Vec<Knobs> {
         let fewer_nodes = (self.nodes.0 as u32..knobs.nodes).map(|nodes| Knobs { nodes, ..knobs.clone() });
         let fewer_runs = (1..knobs.size).map(|size| Knobs { size, ..knobs.clone() });

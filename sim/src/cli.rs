@@ -1,5 +1,5 @@
 //! The `fencesim` command-line program's logic (the binary in `scenarios` passes the
-//! catalog in): `list`, `run`, `sweep`, `bench`, `merge`, `findings`, `shrink`, `audit`;
+//! catalog in): `list`, `run`, `sweep`, `bench`, `merge`, `findings`, `shrink`, `audit`, `explore`;
 //! real-process mode's `soak`, `bench-real` and its hidden child entry points live in
 //! `crate::real::cli`.
 //!
@@ -112,7 +112,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Benchmark: soak seeds per second on one core, and the sweep's peak RSS.
+    /// Benchmark: soak seeds per second on one core, and the sweep's peak RSS; then an
+    /// explore of as many runs (runs per second, CPU per run, states).
     Bench {
         #[arg(long, default_value_t = 2000)]
         seeds: u64,
@@ -190,6 +191,9 @@ enum Command {
         #[arg(long = "check")]
         checks: Vec<String>,
     },
+    /// Coverage-guided search over fault plans (or, with --exhaustive, every plan of at most
+    /// --max-faults faults on the scenario's small configuration).
+    Explore(crate::explore::ExploreArgs),
     /// One soak storm: N real OS processes over one SQLite file with --real, else its
     /// simulated twin; judged by the same oracle.
     Soak(crate::real::cli::SoakArgs),
@@ -501,6 +505,8 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                 );
             }
             println!("{} seeds per second on one core: {:.1}", scenario.name(), report.seeds_per_sec);
+            let explored = crate::explore::bench(scenario, report.seeds_run);
+            println!("{explored}");
             i32::from(!report.failures.is_empty())
         }
         Command::Merge { files, json, ci } => {
@@ -578,6 +584,7 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                 ShrinkArgs { scenario, profile, seed, plan, property, op, finding, out, max_runs, html },
             )
         }
+        Command::Explore(args) => crate::explore::command(args, catalog),
         Command::Soak(args) => crate::real::cli::soak(args, catalog),
         Command::BenchReal(args) => crate::real::cli::bench_real(args, catalog),
         Command::SoakWriter(args) => crate::real::cli::soak_writer(args),

@@ -23,6 +23,7 @@ pub mod child;
 pub mod ci_report;
 pub mod cli;
 pub mod env;
+pub mod explore;
 pub mod findings;
 pub mod foreign;
 pub mod history;

@@ -7,7 +7,7 @@ use crate::history::History;
 use crate::oracle::{assess, Expect, Violation};
 use crate::plan::Plan;
 use crate::report::{reproduce, trace_hash, RunReport};
-use crate::world::{run, FinalState, Scenario};
+use crate::world::{run_counting, FinalState, Scenario};
 
 /// Everything one run produced.
 pub struct Outcome {
@@ -16,6 +16,12 @@ pub struct Outcome {
     pub fin: FinalState,
     pub violations: Vec<Violation>,
     pub report: RunReport,
+    /// Per `node * FaultPoint::ALL.len() + point.index()`: the last occurrence the run
+    /// reached while faults were on (counted always by [`execute_counting`]; otherwise
+    /// only when the plan had decisions).
+    pub reached: Vec<u32>,
+    /// Per slot as `reached`: the occurrences reached when the last decision fired.
+    pub at_last_fire: Vec<u32>,
 }
 
 /// The plan a seed derives, every decision written out.
@@ -26,7 +32,7 @@ pub fn plan_for(scenario: &dyn Scenario, profile: ProfileName, seed: u64) -> Pla
 }
 
 /// The plan a seed derives, its decisions left to be drawn as the run reaches them.
-fn lazy_plan_for(scenario: &dyn Scenario, profile: ProfileName, seed: u64) -> Plan {
+pub fn lazy_plan_for(scenario: &dyn Scenario, profile: ProfileName, seed: u64) -> Plan {
     let knobs = scenario.knobs(seed);
     let faults = scenario.faults(&knobs);
     Plan::generate_lazy(scenario.name(), profile.as_str(), seed, knobs, &faults)
@@ -40,7 +46,7 @@ pub fn execute(
     plan: Option<Plan>,
     plan_file: Option<&str>,
 ) -> Result<Outcome, String> {
-    execute_with(scenario, profile, seed, plan, plan_file, true)
+    execute_with(scenario, profile, seed, plan, plan_file, true, false)
 }
 
 /// As [`execute`] for a sweep: a derived plan that passed is not written out (the sweep
@@ -51,7 +57,18 @@ pub fn execute_for_sweep(
     profile: ProfileName,
     seed: u64,
 ) -> Result<Outcome, String> {
-    execute_with(scenario, profile, seed, None, None, false)
+    execute_with(scenario, profile, seed, None, None, false, false)
+}
+
+/// As [`execute_for_sweep`] for `explore`: runs `plan` (derived or written out), counts every
+/// (node, point, occurrence) it reaches, and writes the plan out only when it failed.
+pub fn execute_counting(
+    scenario: &'static dyn Scenario,
+    profile: ProfileName,
+    plan: Plan,
+) -> Result<Outcome, String> {
+    let seed = plan.seed;
+    execute_with(scenario, profile, seed, Some(plan), None, false, true)
 }
 
 fn execute_with(
@@ -61,6 +78,7 @@ fn execute_with(
     plan: Option<Plan>,
     plan_file: Option<&str>,
     full_plan: bool,
+    count_always: bool,
 ) -> Result<Outcome, String> {
     // A derived plan runs from its recipe (the world draws only the occurrences the run
     // reaches) and is written out afterwards when the report or a failure needs it.
@@ -68,7 +86,7 @@ fn execute_with(
     if plan.scenario != scenario.name() {
         return Err(format!("the plan is for scenario {:?}, not {:?}", plan.scenario, scenario.name()));
     }
-    let out = run(scenario, Profile::of(profile), plan.clone())?;
+    let out = run_counting(scenario, Profile::of(profile), plan.clone(), count_always)?;
     let assessment = assess(
         &out.history,
         &out.fin,
@@ -103,5 +121,13 @@ fn execute_with(
         windows: assessment.windows,
         states: assessment.states,
     };
-    Ok(Outcome { plan, history: out.history, fin: out.fin, violations, report })
+    Ok(Outcome {
+        plan,
+        history: out.history,
+        fin: out.fin,
+        violations,
+        report,
+        reached: out.reached,
+        at_last_fire: out.at_last_fire,
+    })
 }

@@ -95,6 +95,12 @@ pub trait Scenario: Sync {
         let _ = knobs;
         Vec::new()
     }
+    /// The small configuration `fencesim explore --exhaustive` enumerates (two nodes, one
+    /// run, a small workload). Default: none (the scenario has no small configuration, and
+    /// an exhaustive explore of it is refused as bad input).
+    fn small_knobs(&self) -> Option<Knobs> {
+        None
+    }
 }
 
 /// What a node's body gets.
@@ -118,6 +124,15 @@ pub struct WorldState {
     lazy: Option<crate::plan::LazyDecisions>,
     /// How often each node reached each point: `node * FaultPoint::ALL.len() + point.index()`.
     occurrences: RefCell<Vec<u32>>,
+    /// Count occurrences even for a plan without decisions (`explore` needs the reached
+    /// (node, point, occurrence) triples of every run).
+    count_always: bool,
+    /// Per slot as `occurrences`: the last occurrence reached while faults were on (the
+    /// occurrences a decision could fire at).
+    armed: RefCell<Vec<u32>>,
+    /// Per slot: the occurrences reached when the last decision fired (the reached triples
+    /// after it are those past these counts).
+    at_last_fire: RefCell<Vec<u32>>,
     observer: RefCell<Option<Connection>>,
     pub faults_on: Cell<bool>,
     /// Set once the run has made [`CALL_BUDGET`] store calls: every later call hangs, and
@@ -143,8 +158,9 @@ fn current_world() -> Option<Rc<WorldState>> {
 impl WorldState {
     /// The plan's action for the node's next occurrence of `point`, if any.
     pub fn decide(&self, node: u32, point: FaultPoint) -> Option<Action> {
-        // A plan without decisions (a faultless run) never fires: skip the counting.
-        if self.table.is_empty() && self.lazy.as_ref().is_none_or(|l| l.is_empty()) {
+        // A plan without decisions (a faultless run) never fires: skip the counting, unless
+        // the caller asked for the reached occurrences.
+        if !self.count_always && self.table.is_empty() && self.lazy.as_ref().is_none_or(|l| l.is_empty()) {
             return None;
         }
         let mut occ = self.occurrences.borrow_mut();
@@ -158,10 +174,17 @@ impl WorldState {
         if !self.faults_on.get() {
             return None;
         }
-        match &self.lazy {
+        if let Some(a) = self.armed.borrow_mut().get_mut(slot) {
+            *a = n;
+        }
+        let action = match &self.lazy {
             Some(lazy) => lazy.decide(node, point, n),
             None => self.table.get(&(node, point, n)).copied(),
+        };
+        if action.is_some() && self.count_always {
+            self.at_last_fire.borrow_mut().clone_from(&self.occurrences.borrow());
         }
+        action
     }
 
     /// Whether the run is over its call budget; the first time, record why and wake `drive`.
@@ -388,6 +411,12 @@ pub struct RunOutput {
     /// The scenario's own table, if it has one.
     pub table: Option<String>,
     pub end_ns: u64,
+    /// Per `node * FaultPoint::ALL.len() + point.index()`: the last occurrence reached while
+    /// faults were on (all zero when occurrences were not counted; see [`run_counting`]).
+    pub reached: Vec<u32>,
+    /// Per slot as `reached`: the occurrences reached when the last decision fired (all zero
+    /// when none fired or occurrences were not counted).
+    pub at_last_fire: Vec<u32>,
 }
 
 thread_local! {
@@ -403,6 +432,17 @@ pub fn keep_db_of_next_run(path: Option<PathBuf>) {
 
 /// Run one (scenario, profile, plan). The database file is created fresh and removed.
 pub fn run(scenario: &'static dyn Scenario, profile: Profile, plan: Plan) -> Result<RunOutput, String> {
+    run_counting(scenario, profile, plan, false)
+}
+
+/// As [`run`]; with `count_always`, the occurrences are counted (and returned in
+/// `RunOutput::reached`) even when the plan has no decision.
+pub fn run_counting(
+    scenario: &'static dyn Scenario,
+    profile: Profile,
+    plan: Plan,
+    count_always: bool,
+) -> Result<RunOutput, String> {
     if crate::foreign::active().is_some() {
         crate::foreign::check_scenario(scenario.name())?;
         crate::foreign::take_fault();
@@ -424,6 +464,9 @@ pub fn run(scenario: &'static dyn Scenario, profile: Profile, plan: Plan) -> Res
         table,
         lazy,
         occurrences: RefCell::new(vec![0; nodes as usize * FaultPoint::ALL.len()]),
+        count_always,
+        armed: RefCell::new(vec![0; nodes as usize * FaultPoint::ALL.len()]),
+        at_last_fire: RefCell::new(vec![0; nodes as usize * FaultPoint::ALL.len()]),
         observer: RefCell::new(None),
         faults_on: Cell::new(true),
         exhausted: Cell::new(false),
@@ -454,7 +497,9 @@ pub fn run(scenario: &'static dyn Scenario, profile: Profile, plan: Plan) -> Res
         (scenario.scenario_checks(&world, &h, &fin), scenario.table(&world, &h, &fin))
     };
     let history = std::mem::take(&mut *world.recorder.inner.borrow_mut());
-    Ok(RunOutput { history, fin, scenario_violations, table, end_ns })
+    let reached = std::mem::take(&mut *world.armed.borrow_mut());
+    let at_last_fire = std::mem::take(&mut *world.at_last_fire.borrow_mut());
+    Ok(RunOutput { history, fin, scenario_violations, table, end_ns, reached, at_last_fire })
 }
 
 async fn drive(scenario: &'static dyn Scenario, world: Rc<WorldState>) -> Result<(FinalState, u64), String> {

@@ -1,0 +1,180 @@
+//! `fencesim explore`: the search is deterministic whatever `--jobs` is, a resumed search
+//! equals an uninterrupted one, the exhaustive mode enumerates exactly the plans it should,
+//! the guided search finds F3's stale accept, and bad input exits 2 with a clear message.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use sim::explore::mutate::actions_at;
+use sim::explore::{exhaustive::exhaustive, explore, ExploreOptions, ExploreReport};
+use sim::plan::Plan;
+use sim::runner::execute_counting;
+use sim::world::Scenario;
+use store::ProfileName;
+
+fn fencesim(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_fencesim")).args(args).output().expect("spawn fencesim")
+}
+
+fn scenario(name: &str) -> &'static dyn Scenario {
+    scenarios::catalog().into_iter().find(|s| s.name() == name).expect("a scenario of the catalog")
+}
+
+fn opts(
+    profile: ProfileName,
+    runs: u64,
+    jobs: usize,
+    corpus: Option<PathBuf>,
+    out: &std::path::Path,
+) -> ExploreOptions {
+    ExploreOptions {
+        profile,
+        seed: 3,
+        runs,
+        minutes: None,
+        jobs,
+        corpus,
+        out_dir: out.to_path_buf(),
+        keep_going: false,
+        shrink_runs: 60,
+        progress: false,
+        bar: false,
+    }
+}
+
+fn comparable(r: &ExploreReport, dir: &std::path::Path) -> String {
+    // Plan files live in per-test directories: compare their names only.
+    let mut r = r.without_timing();
+    for f in &mut r.failures {
+        f.plan_file = f.plan_file.replace(&dir.display().to_string(), "DIR");
+        f.reproduce = f.reproduce.replace(&dir.display().to_string(), "DIR");
+    }
+    serde_json::to_string(&r).unwrap()
+}
+
+#[test]
+fn same_seed_and_budget_give_the_same_report_whatever_the_jobs() {
+    let s = scenario("f3-check-then-mutate");
+    let dir = tempfile::tempdir().unwrap();
+    let a = explore(s, &opts(ProfileName::Current, 40, 1, None, dir.path())).unwrap();
+    let b = explore(s, &opts(ProfileName::Current, 40, 2, None, dir.path())).unwrap();
+    assert_eq!(a.runs, 40);
+    assert!(a.corpus > 0 && a.states_reached > 0);
+    assert_eq!(comparable(&a, dir.path()), comparable(&b, dir.path()));
+}
+
+#[test]
+fn a_resumed_search_equals_an_uninterrupted_one() {
+    let s = scenario("f3-check-then-mutate");
+    let dir = tempfile::tempdir().unwrap();
+    let whole_dir = dir.path().join("whole");
+    let split_dir = dir.path().join("split");
+    let whole = explore(s, &opts(ProfileName::Current, 48, 2, Some(whole_dir.clone()), dir.path())).unwrap();
+    let first = explore(s, &opts(ProfileName::Current, 32, 2, Some(split_dir.clone()), dir.path())).unwrap();
+    assert_eq!(first.runs, 32);
+    let resumed =
+        explore(s, &opts(ProfileName::Current, 48, 1, Some(split_dir.clone()), dir.path())).unwrap();
+    assert_eq!(resumed.runs, 48);
+    assert_eq!(comparable(&whole, dir.path()), comparable(&resumed, dir.path()));
+    // The corpora on disk are the same files too.
+    let names = |d: &PathBuf| {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names(&whole_dir), names(&split_dir));
+    for n in names(&whole_dir).iter().filter(|n| n.starts_with("entry-")) {
+        assert_eq!(
+            std::fs::read(whole_dir.join(n)).unwrap(),
+            std::fs::read(split_dir.join(n)).unwrap(),
+            "{n}"
+        );
+    }
+}
+
+#[test]
+fn exhaustive_with_one_fault_enumerates_every_reached_triple_and_action() {
+    let s = scenario("f3-check-then-mutate");
+    let knobs = s.small_knobs().expect("a small configuration");
+    let faults = s.faults(&knobs);
+    // The faultless run of the small configuration, counted.
+    let mut base = Plan::generate_lazy(s.name(), "current", 3, knobs.clone(), &faults);
+    base.recipe = None;
+    base.decisions.clear();
+    let out = execute_counting(s, ProfileName::Current, base).unwrap();
+    let reached = sim::explore::corpus::reached_of(&out.reached);
+    let want: u64 = 1 + reached
+        .iter()
+        .filter(|(_, p, _)| faults.points.contains(p))
+        .map(|&(_, p, c)| u64::from(c) * actions_at(p, &faults, knobs.ttl_ms).len() as u64)
+        .sum::<u64>();
+    assert!(want > 1, "the small configuration reaches its fault points");
+    let dir = tempfile::tempdir().unwrap();
+    let r = exhaustive(s, &opts(ProfileName::Current, 100_000, 2, None, dir.path()), 1).unwrap();
+    assert_eq!(r.plans, Some(want));
+    assert_eq!(r.complete, Some(true));
+    assert!(r.failures.is_empty(), "{}", r.summary());
+}
+
+#[test]
+fn explore_finds_f3s_stale_accept_under_v1_44_0() {
+    let s = scenario("f3-check-then-mutate");
+    let dir = tempfile::tempdir().unwrap();
+    let r = explore(s, &opts(ProfileName::V1_44_0, 160, 2, None, dir.path())).unwrap();
+    assert!(r.first_detection.contains_key("no_stale_accept"), "{}", r.summary());
+    let f = &r.failures[0];
+    assert!(std::path::Path::new(&f.plan_file).exists());
+    assert!(f
+        .reproduce
+        .starts_with("fencesim run --scenario f3-check-then-mutate --profile v1_44_0 --seed "));
+    assert!(f.reproduce.contains(" --plan "));
+}
+
+#[test]
+fn bad_input_exits_2_with_a_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["--scenario".into(), "soak".into(), "--max-faults".into(), "2".into()], "--exhaustive"),
+        (vec!["--scenario".into(), "kill-points".into(), "--exhaustive".into()], "no small configuration"),
+        (vec!["--scenario".into(), "nope".into()], "unknown scenario"),
+        (vec!["--scenario".into(), "soak".into(), "--profile".into(), "nope".into()], "nope"),
+    ];
+    for (args, want) in cases {
+        let mut all = vec!["explore".to_string()];
+        all.extend(args);
+        let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+        let out = fencesim(&refs);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{all:?}: {err}");
+        assert!(err.contains(want), "{all:?}: {err}");
+    }
+    // A corpus with a malformed entry.
+    let corpus = dir.path().join("corpus");
+    std::fs::create_dir_all(&corpus).unwrap();
+    let out = fencesim(&[
+        "explore",
+        "--scenario",
+        "f3-check-then-mutate",
+        "--runs",
+        "16",
+        "--corpus",
+        corpus.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::write(corpus.join("entry-000001.json"), "{ not json").unwrap();
+    let out = fencesim(&[
+        "explore",
+        "--scenario",
+        "f3-check-then-mutate",
+        "--runs",
+        "32",
+        "--corpus",
+        corpus.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("malformed corpus entry"), "{err}");
+}

@@ -1,0 +1,314 @@
+//! `fencesim explore`: a coverage-guided search over fault plans, and (`--exhaustive`) a
+//! bounded-exhaustive enumeration of a scenario's small configuration.
+//!
+//! The search is batch-synchronous: batch `b` holds `BATCH` candidate plans (a fixed
+//! size, not tied to `--jobs`) generated from the corpus with the rng of (search seed, b);
+//! they run in parallel and are folded in batch order. So the search depends only on
+//! (scenario, profile, search seed, run budget), never on `--jobs` or timing; a `--minutes`
+//! budget is wall-clock by nature (the report says where it stopped; `--runs` is the
+//! reproducible budget). The first batch is fresh seeds' own derived plans; a run that
+//! reached an abstract state (`oracle::states`) no earlier run reached joins the corpus. A
+//! failing run is shrunk (`shrink`) and reported like a sweep's failure, its plan file
+//! saved, with a `fencesim run --plan FILE` command that reproduces it.
+
+pub mod corpus;
+pub mod exhaustive;
+pub mod mutate;
+mod search;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use store::ProfileName;
+
+use crate::world::Scenario;
+
+pub use search::explore;
+
+/// Candidates per batch.
+pub const BATCH: usize = 16;
+
+/// One failure found by the search, as a sweep reports one, plus its run and plan file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExploreFailure {
+    /// The run (1-based) that found it.
+    pub run: u64,
+    pub seed: u64,
+    pub properties: Vec<String>,
+    /// The `fencesim findings` rows of this profile its violations match (e.g. `F3c`).
+    #[serde(default)]
+    pub findings: Vec<String>,
+    pub witness: String,
+    /// `fencesim run --scenario S --profile P --seed N --plan FILE` (the shrunk plan).
+    pub reproduce: String,
+    pub plan_file: String,
+    /// Decisions before and after shrinking, and the shrinker's runs.
+    pub decisions: usize,
+    pub shrunk_decisions: usize,
+    pub shrink_runs: u64,
+}
+
+/// The machine-readable explore report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExploreReport {
+    pub scenario: String,
+    pub profile: String,
+    /// The search seed.
+    pub seed: u64,
+    /// `explore` or `exhaustive`.
+    pub mode: String,
+    pub runs: u64,
+    pub corpus: u64,
+    pub states_reached: u64,
+    pub states_universe: u64,
+    /// Per state reached: the first run that reached it.
+    pub states_first_run: BTreeMap<String, u64>,
+    /// States first reached in each thousand runs.
+    pub states_new_per_1000: Vec<u64>,
+    pub states_never_reached: Vec<String>,
+    /// Per property that failed: the run of its first detection.
+    pub first_detection: BTreeMap<String, u64>,
+    /// Per `fencesim findings` row of this profile the search matched: its first run.
+    #[serde(default)]
+    pub findings_first_run: BTreeMap<String, u64>,
+    pub failures: Vec<ExploreFailure>,
+    /// Exhaustive mode: the plans run, whether the enumeration finished, the fault bound.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub complete: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub plans: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub max_faults: Option<u32>,
+    /// Why the search stopped: `runs` (the budget), `minutes` (wall clock), `failure`,
+    /// `complete` (exhaustive).
+    pub stopped_by: String,
+    pub runs_per_sec: f64,
+    pub wall_ms: u64,
+}
+
+impl ExploreReport {
+    /// The report without its wall-clock figures (what determinism is judged on).
+    pub fn without_timing(&self) -> ExploreReport {
+        ExploreReport { runs_per_sec: 0.0, wall_ms: 0, ..self.clone() }
+    }
+
+    pub fn exit_code(&self) -> i32 {
+        i32::from(!self.failures.is_empty())
+    }
+
+    /// The text summary.
+    pub fn summary(&self) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{} {} {} seed {}: {} runs, {} corpus entries, {} of {} abstract states reached, {:.1} runs/s (stopped by {})",
+            self.mode,
+            self.scenario,
+            self.profile,
+            self.seed,
+            self.runs,
+            self.corpus,
+            self.states_reached,
+            self.states_universe,
+            self.runs_per_sec,
+            self.stopped_by
+        );
+        let curve: Vec<String> = self.states_new_per_1000.iter().map(|n| n.to_string()).collect();
+        let _ = writeln!(s, "  new states per 1000 runs: {}", curve.join(" "));
+        if let (Some(plans), Some(k)) = (self.plans, self.max_faults) {
+            let _ = writeln!(
+                s,
+                "  {plans} plans of at most {k} faults{}",
+                match (self.complete == Some(true), self.failures.is_empty()) {
+                    (true, true) => ": complete (no plan of at most that many faults fails)",
+                    (true, false) => ": complete, with failures",
+                    (false, true) => ": NOT complete (the budget ran out)",
+                    (false, false) => ": stopped at a counterexample",
+                }
+            );
+        }
+        for (p, run) in &self.first_detection {
+            let _ = writeln!(s, "  first detection of {p}: run {run}");
+        }
+        for (f, run) in &self.findings_first_run {
+            let _ = writeln!(s, "  first detection of finding {f}: run {run}");
+        }
+        for f in &self.failures {
+            let _ = writeln!(
+                s,
+                "FAIL run={} seed={} [{}]{}: {}\n  witness: {}\n  plan: {} ({} decisions, shrunk from {} in {} runs)",
+                f.run,
+                f.seed,
+                f.properties.join(", "),
+                if f.findings.is_empty() { String::new() } else { format!(" (findings {})", f.findings.join(", ")) },
+                f.reproduce,
+                f.witness,
+                f.plan_file,
+                f.shrunk_decisions,
+                f.decisions,
+                f.shrink_runs
+            );
+        }
+        s
+    }
+}
+
+/// How to explore.
+#[derive(Clone, Debug)]
+pub struct ExploreOptions {
+    pub profile: ProfileName,
+    pub seed: u64,
+    /// The reproducible budget: runs (plans, in exhaustive mode).
+    pub runs: u64,
+    /// A wall-clock budget, if any.
+    pub minutes: Option<f64>,
+    pub jobs: usize,
+    pub corpus: Option<PathBuf>,
+    /// Where failing plans are saved (default: the corpus, else the working directory).
+    pub out_dir: PathBuf,
+    /// Go on after a failure (default: stop after the batch that found the first).
+    pub keep_going: bool,
+    /// The shrinker's run budget per failure (0: no shrinking).
+    pub shrink_runs: u64,
+    pub progress: bool,
+    pub bar: bool,
+}
+
+/// `fencesim explore`'s arguments.
+#[derive(clap::Args, Debug)]
+pub struct ExploreArgs {
+    #[arg(long)]
+    pub scenario: String,
+    #[arg(long, default_value = "current")]
+    pub profile: String,
+    /// The run budget (the reproducible one; default 2000, or 100000 plans with --exhaustive).
+    #[arg(long)]
+    pub runs: Option<u64>,
+    /// A wall-clock budget in minutes (not reproducible: where it stops depends on the machine).
+    #[arg(long)]
+    pub minutes: Option<f64>,
+    /// A directory holding the corpus and the search's checkpoint: a restarted explore
+    /// continues from it.
+    #[arg(long)]
+    pub corpus: Option<PathBuf>,
+    /// Worker threads (default: available cores); the result does not depend on it.
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// The search seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Enumerate every plan of at most --max-faults faults on the scenario's small configuration.
+    #[arg(long)]
+    pub exhaustive: bool,
+    /// The fault bound of --exhaustive (default 2).
+    #[arg(long)]
+    pub max_faults: Option<u32>,
+    /// Go on after the first failure.
+    #[arg(long)]
+    pub keep_going: bool,
+    /// The shrinker's run budget per failure (0: save the failing plan unshrunk).
+    #[arg(long, default_value_t = 400)]
+    pub shrink_runs: u64,
+    /// Where failing plans are saved (default: the corpus directory, else the working directory).
+    #[arg(long)]
+    pub out_dir: Option<PathBuf>,
+}
+
+/// Run `fencesim explore`; returns the exit code (0 clean, 1 failure, 2 bad input).
+pub fn command(args: ExploreArgs, catalog: &[&'static dyn Scenario]) -> i32 {
+    match command_inner(args, catalog) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            2
+        }
+    }
+}
+
+fn command_inner(args: ExploreArgs, catalog: &[&'static dyn Scenario]) -> Result<i32, String> {
+    use std::io::IsTerminal;
+    let scenario = crate::cli::find_scenario(catalog, &args.scenario)?;
+    let profile = crate::cli::parse_profile(&args.profile)?;
+    if args.max_faults.is_some() && !args.exhaustive {
+        return Err("--max-faults applies only with --exhaustive".into());
+    }
+    if args.exhaustive && args.corpus.is_some() {
+        return Err("--corpus applies to the guided explore, not to --exhaustive".into());
+    }
+    if let Some(m) = args.minutes {
+        if !(m > 0.0 && m.is_finite()) {
+            return Err(format!("--minutes {m} must be a positive number"));
+        }
+    }
+    let default_runs = if args.exhaustive { 100_000 } else { 2000 };
+    let runs = match (args.runs, args.minutes) {
+        (Some(0), _) => return Err("--runs must be at least 1".into()),
+        (Some(n), _) => n,
+        (None, Some(_)) => u64::MAX,
+        (None, None) => default_runs,
+    };
+    let jobs =
+        args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
+    let out_dir = args.out_dir.clone().or_else(|| args.corpus.clone()).unwrap_or_else(|| PathBuf::from("."));
+    let opts = ExploreOptions {
+        profile,
+        seed: args.seed,
+        runs,
+        minutes: args.minutes,
+        jobs,
+        corpus: args.corpus.clone(),
+        out_dir,
+        keep_going: args.keep_going,
+        shrink_runs: args.shrink_runs,
+        progress: true,
+        bar: std::io::stderr().is_terminal(),
+    };
+    let report = if args.exhaustive {
+        exhaustive::exhaustive(scenario, &opts, args.max_faults.unwrap_or(2))?
+    } else {
+        explore(scenario, &opts)?
+    };
+    print!("{}", report.summary());
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        std::fs::write(path, text + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(report.exit_code())
+}
+
+/// `fencesim bench`'s explore line: the same number of runs as the bench's sweep, explored
+/// on one thread (search seed 0, no shrinking), with its CPU time per run and its states.
+pub fn bench(scenario: &'static dyn Scenario, runs: u64) -> String {
+    let opts = ExploreOptions {
+        profile: ProfileName::Current,
+        seed: 0,
+        runs: runs.max(1),
+        minutes: None,
+        jobs: 1,
+        corpus: None,
+        out_dir: std::env::temp_dir(),
+        keep_going: true,
+        shrink_runs: 0,
+        progress: false,
+        bar: false,
+    };
+    let cpu_before = crate::real::clock::cpu_times();
+    match explore(scenario, &opts) {
+        Ok(r) => {
+            let cpu_s = crate::real::clock::cpu_times().since(&cpu_before).own_s;
+            format!(
+                "explore of {} runs: {:.1} runs per second on one core, {:.2} ms CPU per run, {} abstract states reached, {} failures",
+                r.runs,
+                r.runs_per_sec,
+                cpu_s * 1000.0 / r.runs.max(1) as f64,
+                r.states_reached,
+                r.failures.len()
+            )
+        }
+        Err(e) => format!("explore: {e}"),
+    }
+}
