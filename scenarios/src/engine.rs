@@ -376,13 +376,26 @@ impl Scenario for EngineScenario {
                 _ => {}
             }
         }
-        if submitted > 0 && paid > 0 && settled > 0 {
+        // A segment whose process died right after its terminal meta write settled without a
+        // `Settled` fact: count the terminal meta writes the store applied too.
+        let terminal_metas = history
+            .calls
+            .iter()
+            .filter(|c| c.op == sim::history::OpKind::PutMeta && c.applied.is_some())
+            .filter_map(|c| serde_json::from_str::<serde_json::Value>(c.args.payload.as_deref()?).ok())
+            .filter(|v| {
+                v.get("status")
+                    .and_then(|s| s.as_str())
+                    .is_some_and(|s| !matches!(s, "running" | "suspended"))
+            })
+            .count() as u64;
+        if submitted > 0 && paid > 0 && (settled > 0 || terminal_metas > 0) {
             return Vec::new();
         }
         vec![Violation::new(
             "engine_quorum_reached",
             format!(
-                "the engine did too little to judge: {submitted} runs submitted, {paid} turns paid, {settled} segments settled (each must be at least 1)"
+                "the engine did too little to judge: {submitted} runs submitted, {paid} turns paid, {settled} segments settled and {terminal_metas} terminal meta writes applied (at least one of each kind is needed, a settle or a terminal meta write)"
             ),
         )]
     }

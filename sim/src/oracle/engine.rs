@@ -879,10 +879,42 @@ fn deleted_run_stays_deleted(j: &Judged, out: &mut Vec<Violation>) {
         return;
     }
     // When each run's host asked for it (a submission or an explicit resume), by apply count.
+    // A resume asks as of the reads it prepares from: a resume decided before a deletion
+    // whose reads saw the deletion resumes the run as it is then (a user's retry of a run
+    // that is gone), so its intent counts from what those reads saw.
     let mut intents: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for f in &j.history.facts {
-        if let FactKind::Submitted { run_id, .. } | FactKind::Resumed { run_id } = &f.kind {
-            intents.entry(run_id).or_default().push(f.applied_before);
+        match &f.kind {
+            FactKind::Submitted { run_id, .. } => intents.entry(run_id).or_default().push(f.applied_before),
+            FactKind::Resumed { run_id } => {
+                let mine = |c: &&Call| {
+                    c.run_id == *run_id
+                        && c.args.actor.as_deref() == Some(f.owner.as_str())
+                        && c.invoked_ns >= f.at_ns
+                };
+                let first_write = j
+                    .history
+                    .calls
+                    .iter()
+                    .filter(mine)
+                    .filter(|c| matches!(c.op, OpKind::Append | OpKind::PutMeta | OpKind::BlobPut))
+                    .map(|c| c.id)
+                    .min()
+                    .unwrap_or(usize::MAX);
+                let read = j
+                    .history
+                    .calls
+                    .iter()
+                    .filter(mine)
+                    .filter(|c| c.op == OpKind::GetMeta && c.id < first_write && c.outcome.is_ok())
+                    .filter_map(|c| c.seen_at)
+                    .max();
+                intents
+                    .entry(run_id)
+                    .or_default()
+                    .push(read.map_or(f.applied_before, |r| r.max(f.applied_before)));
+            }
+            _ => {}
         }
     }
     let mut deleted: BTreeMap<&str, &Call> = BTreeMap::new();
