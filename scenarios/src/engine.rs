@@ -18,7 +18,7 @@
 //! Nothing here judges: the generic oracle (store and engine properties) does.
 
 use std::any::Any;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
@@ -184,6 +184,28 @@ pub struct QueueShared {
     pub heal: Cell<bool>,
     pub retry_per_mille: u32,
     pub labels: bool,
+    /// Host operations (a submission's `run`, a retry's `resume`) in flight, per process
+    /// incarnation: the heal is not over while one may still write (a host stalled across
+    /// the heal can create its run after every other run settled).
+    pub pending: RefCell<BTreeMap<(u32, u32), u32>>,
+}
+
+impl QueueShared {
+    /// One more (`+1`) or one fewer (`-1`) host operation of this incarnation in flight.
+    fn host_op(&self, node: u32, incarnation: u32, delta: i32) {
+        let mut p = self.pending.borrow_mut();
+        let n = p.entry((node, incarnation)).or_default();
+        *n = n.saturating_add_signed(delta);
+    }
+
+    /// A process started anew: the operations of its earlier incarnations died with them.
+    fn restarted(&self, node: u32, incarnation: u32) {
+        self.pending.borrow_mut().retain(|&(n, i), _| n != node || i == incarnation);
+    }
+
+    fn host_ops_in_flight(&self) -> u32 {
+        self.pending.borrow().values().sum()
+    }
 }
 
 fn shared(world: &WorldState) -> Option<Rc<QueueShared>> {
@@ -330,6 +352,7 @@ impl Scenario for EngineScenario {
             heal: Cell::new(false),
             retry_per_mille: self.retry_per_mille,
             labels: self.labels,
+            pending: RefCell::new(BTreeMap::new()),
         })
     }
 
@@ -352,8 +375,8 @@ impl Scenario for EngineScenario {
                 madsim::time::sleep(Duration::from_millis(100)).await;
                 world.restart_all();
                 let statuses = world.observe_statuses();
-                let settled =
-                    statuses.iter().all(|(_, s)| RunStatus::parse(s).is_some_and(|s| s.is_terminal()));
+                let settled = sh.host_ops_in_flight() == 0
+                    && statuses.iter().all(|(_, s)| RunStatus::parse(s).is_some_and(|s| s.is_terminal()));
                 quiet = if settled { quiet + 1 } else { 0 };
                 if quiet >= 3 {
                     break;
@@ -423,6 +446,7 @@ impl Scenario for EngineScenario {
 /// One node: a host for its share of the runs, a queue worker, an operator.
 async fn node_body(node: NodeCtx) {
     let Some(sh) = shared(&node.world) else { return };
+    sh.restarted(node.index, node.incarnation);
     let rec = node.world.recorder.clone();
     let env: Rc<dyn store::Env> = node.env.clone();
     // Two identities per process, as in rulvar: the host's engine owner and the worker's.
@@ -455,12 +479,15 @@ async fn node_body(node: NodeCtx) {
         for spec in
             sh.runs.iter().enumerate().filter(|(i, _)| *i as u32 % nodes == node.index).map(|(_, s)| s)
         {
-            let (engine, sink, spec) = (engine.clone(), sink.clone(), spec.clone());
+            let (engine, sink, spec, sh) = (engine.clone(), sink.clone(), spec.clone(), sh.clone());
             let actor = sink.owner.clone();
+            let (index, incarnation) = (node.index, node.incarnation);
+            sh.host_op(index, incarnation, 1);
             madsim::task::spawn_local(under_actor(&actor, async move {
                 madsim::time::sleep(Duration::from_millis(spec.start_ms)).await;
                 sink.submitted(&spec.run_id, &spec.workflow);
                 let r = engine.run_with(&spec.run_id, &spec.workflow, &spec.options).await;
+                sh.host_op(index, incarnation, -1);
                 sink.settled(&spec.run_id, "run", &r);
             }));
         }
@@ -513,7 +540,9 @@ async fn node_body(node: NodeCtx) {
                     continue;
                 }
                 sink.fact(FactKind::Resumed { run_id: spec.run_id.clone() });
+                sh.host_op(index, incarnation, 1);
                 let r = engine.resume(&spec.run_id, &spec.workflow, None).await;
+                sh.host_op(index, incarnation, -1);
                 if !sink.settled(&spec.run_id, "retry", &r) {
                     return;
                 }
