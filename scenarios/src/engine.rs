@@ -72,6 +72,10 @@ pub struct EngineScenario {
     /// Runs carry a name and tags, hosts list their retry candidates by tag, and the operator
     /// takes censuses with drawn filters.
     pub labels: bool,
+    /// Whether each process's operator identity runs the audit-repair probe (`runs audit
+    /// --repair`) beside its worker. Off in the targeted variants, whose residue (a stranded
+    /// run) is the finding they exist to leave behind.
+    pub repairs: bool,
     /// The coverage goals a sweep must meet, each in a share of its seeds.
     pub coverage: &'static [Required],
 }
@@ -92,6 +96,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
     focus: Focus::Everywhere,
     key_points: &[],
     labels: true,
+    repairs: true,
     coverage: &[
         required("busy_met", 200),
         required("crash_after_commit", 30),
@@ -116,6 +121,7 @@ pub static F1_STALE_SETTLE: EngineScenario = EngineScenario {
     focus: Focus::StaleSettle,
     key_points: &[FaultPoint::WorkerDriveBeforeRenew],
     labels: false,
+    repairs: false,
     coverage: &[
         required("restarted_process_wrote", 40),
         required("run_resumed_by_a_later_segment", 150),
@@ -137,6 +143,7 @@ pub static F2_STALE_CHECKPOINT: EngineScenario = EngineScenario {
     focus: Focus::StaleCheckpoint,
     key_points: &[FaultPoint::WorkerDriveBeforeRenew],
     labels: false,
+    repairs: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 150),
         required("superseded_write_refused", 120),
@@ -157,6 +164,7 @@ pub static F4_STALE_RETENTION: EngineScenario = EngineScenario {
     focus: Focus::StaleRetention,
     key_points: &[FaultPoint::WorkerRetentionAfterAcquire],
     labels: false,
+    repairs: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 60),
         required("superseded_write_refused", 80),
@@ -184,6 +192,7 @@ pub struct QueueShared {
     pub heal: Cell<bool>,
     pub retry_per_mille: u32,
     pub labels: bool,
+    pub repairs: bool,
     /// Host operations (a submission's `run`, a retry's `resume`) in flight, per process
     /// incarnation: the heal is not over while one may still write (a host stalled across
     /// the heal can create its run after every other run settled).
@@ -352,6 +361,7 @@ impl Scenario for EngineScenario {
             heal: Cell::new(false),
             retry_per_mille: self.retry_per_mille,
             labels: self.labels,
+            repairs: self.repairs,
             pending: RefCell::new(BTreeMap::new()),
         })
     }
@@ -592,7 +602,10 @@ async fn worker_loop(
         if r.chance(200) && !prune_one(engine, sink, &mut r).await {
             return;
         }
-        if (sh.heal.get() || r.chance(150)) && !audit_repair(engine, sink, index, incarnation).await {
+        if sh.repairs
+            && (sh.heal.get() || r.chance(150))
+            && !audit_repair(engine, sink, index, incarnation).await
+        {
             return;
         }
         if sh.labels && cr.chance(300) {

@@ -157,10 +157,12 @@ fn audit_repairs_a_meta_behind_database_left_by_the_kill_point_children() {
 fn audit_repairs_a_stranded_database_left_by_a_stale_settle() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("stranded.db");
-    // The first queue seed under v1.44.1 whose run ends stranded (swept, not known).
+    // The first f1-stale-settle seed under v1.44.1 whose run ends stranded (swept, not
+    // known). The queue's own operator repairs stranded runs as it goes; the targeted
+    // variant has no operator, so its residue stays for the audit.
     let seed = (0..300u64)
         .find(|&seed| {
-            let out = execute(&QUEUE, ProfileName::V1_44_1, seed, None, None).expect("run");
+            let out = execute(&F1_STALE_SETTLE, ProfileName::V1_44_1, seed, None, None).expect("run");
             out.violations.iter().any(|v| v.property == "no_stranded_run")
         })
         .expect("a stranded run within 300 seeds");
@@ -168,7 +170,7 @@ fn audit_repairs_a_stranded_database_left_by_a_stale_settle() {
     let out = fencesim(&[
         "run",
         "--scenario",
-        "queue",
+        "f1-stale-settle",
         "--profile",
         "v1_44_1",
         "--seed",
