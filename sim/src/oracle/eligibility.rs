@@ -189,35 +189,15 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::history::{Applied, Args, History, Outcome};
+    use crate::history::{Args, History};
+    use crate::oracle::testkit;
     use crate::oracle::Expect;
     use crate::world::FinalState;
 
     fn call(id: usize, op: OpKind, args: Args) -> Call {
-        Call {
-            id,
-            node: 0,
-            incarnation: 0,
-            op,
-            run_id: "r".into(),
-            lease: None,
-            args: Args { actor: Some("worker".into()), ..args },
-            invoked_ns: id as u64,
-            returned_ns: Some(id as u64),
-            outcome: Outcome::Ok { detail: String::new() },
-            granted: None,
-            checked_now_ms: None,
-            applied: Some(Applied {
-                order: id,
-                at_ns: id as u64,
-                store_now_ms: 0,
-                lease_row: None,
-                site_epoch: None,
-            }),
-            seen_at: None,
-            read: None,
-            lease_grant: None,
-        }
+        let mut c = testkit::call(id, op);
+        c.args = Args { actor: Some("worker".into()), ..args };
+        c
     }
 
     fn meta(id: usize, status: &str) -> Call {
@@ -237,12 +217,7 @@ mod tests {
     }
 
     fn judge(calls: Vec<Call>, p: fn(&Judged, &mut Vec<Violation>)) -> Vec<Violation> {
-        let h = History { applied_count: calls.len(), calls, ..History::default() };
-        let fin = FinalState::default();
-        let j = Judged::build(&h, &fin, Expect::default());
-        let mut out = Vec::new();
-        p(&j, &mut out);
-        out
+        testkit::judge(&testkit::history(calls), p)
     }
 
     #[test]

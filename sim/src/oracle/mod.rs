@@ -24,6 +24,8 @@ pub mod properties;
 pub mod repair;
 pub mod settle_entry;
 pub mod states;
+#[cfg(test)]
+pub(crate) mod testkit;
 pub mod threading;
 
 use serde::Serialize;

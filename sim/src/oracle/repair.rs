@@ -116,38 +116,15 @@ mod tests {
     //! the sound repair of a crash between the settle and the meta write passes.
 
     use serde_json::json;
-    use store::{Epoch, Lease};
 
     use super::*;
-    use crate::history::{Applied, Args, History, Mark, Outcome};
-    use crate::oracle::Expect;
-    use crate::world::FinalState;
+    use crate::history::{History, Mark};
+    use crate::oracle::testkit::{self, lease, with_payload};
 
     fn call(id: usize, op: OpKind, payload: Value, epoch: u64) -> Call {
-        Call {
-            id,
-            node: 0,
-            incarnation: 0,
-            op,
-            run_id: "r".into(),
-            lease: Some(Lease { run_id: "r".into(), owner: "o".into(), epoch: Epoch(epoch) }),
-            args: Args { payload: Some(payload.to_string()), ..Args::default() },
-            invoked_ns: id as u64,
-            returned_ns: Some(id as u64),
-            outcome: Outcome::Ok { detail: String::new() },
-            granted: None,
-            checked_now_ms: None,
-            applied: Some(Applied {
-                order: id,
-                at_ns: id as u64,
-                store_now_ms: 0,
-                lease_row: None,
-                site_epoch: None,
-            }),
-            seen_at: None,
-            read: None,
-            lease_grant: None,
-        }
+        let mut c = with_payload(testkit::call(id, op), payload);
+        c.lease = Some(lease("o", epoch));
+        c
     }
 
     /// A run whose settle `ok` is journaled and whose meta still says running (a crash
@@ -178,11 +155,7 @@ mod tests {
             }],
             ..History::default()
         };
-        let fin = FinalState::default();
-        let j = Judged::build(&h, &fin, Expect::default());
-        let mut out = Vec::new();
-        repair_is_sound(&j, &mut out);
-        out
+        testkit::judge(&h, repair_is_sound)
     }
 
     #[test]

@@ -123,38 +123,15 @@ mod tests {
     //! lawful twin.
 
     use serde_json::json;
-    use store::{Epoch, Lease};
 
     use super::*;
-    use crate::history::{Applied, Args, History, Outcome};
-    use crate::oracle::Expect;
-    use crate::world::FinalState;
+    use crate::oracle::testkit::{self, lease, with_payload};
 
     fn call(id: usize, op: OpKind, payload: serde_json::Value) -> Call {
-        Call {
-            id,
-            node: 0,
-            incarnation: 0,
-            op,
-            run_id: "r".into(),
-            lease: Some(Lease { run_id: "r".into(), owner: "w".into(), epoch: Epoch(2) }),
-            args: Args { payload: Some(payload.to_string()), seq: Some(id as u64), ..Args::default() },
-            invoked_ns: id as u64,
-            returned_ns: Some(id as u64),
-            outcome: Outcome::Ok { detail: String::new() },
-            granted: None,
-            checked_now_ms: None,
-            applied: Some(Applied {
-                order: id,
-                at_ns: id as u64,
-                store_now_ms: 0,
-                lease_row: None,
-                site_epoch: None,
-            }),
-            seen_at: None,
-            read: None,
-            lease_grant: None,
-        }
+        let mut c = with_payload(testkit::call(id, op), payload);
+        c.lease = Some(lease("w", 2));
+        c.args.seq = Some(id as u64);
+        c
     }
 
     fn settle(id: usize, status: &str, segment: u64) -> Call {
@@ -167,12 +144,7 @@ mod tests {
     }
 
     fn judge(calls: Vec<Call>) -> Vec<Violation> {
-        let h = History { applied_count: calls.len(), calls, ..History::default() };
-        let fin = FinalState::default();
-        let j = Judged::build(&h, &fin, Expect::default());
-        let mut out = Vec::new();
-        run_settle_matches_its_segment(&j, &mut out);
-        out
+        testkit::judge(&testkit::history(calls), run_settle_matches_its_segment)
     }
 
     fn segment(settle: Call, terminal: &str) -> Vec<Call> {

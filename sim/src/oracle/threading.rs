@@ -125,56 +125,29 @@ mod tests {
     //! An unleased meta write by the holder is caught; the same write by another identity,
     //! or after the holder released, passes.
 
-    use store::{Epoch, Lease};
-
     use super::*;
-    use crate::history::{Applied, Args, History};
-    use crate::oracle::Expect;
-    use crate::world::FinalState;
+    use crate::oracle::testkit::{self, lease, MS};
 
-    const MS: u64 = 1_000_000;
-
-    fn call(id: usize, op: OpKind, at_ms: u64, actor: &str, lease: Option<u64>) -> Call {
-        Call {
-            id,
-            node: 0,
-            incarnation: 0,
-            op,
-            run_id: "r".into(),
-            lease: lease.map(|e| Lease { run_id: "r".into(), owner: actor.into(), epoch: Epoch(e) }),
-            args: Args { actor: Some(actor.into()), ..Args::default() },
-            invoked_ns: at_ms * MS,
-            returned_ns: Some(at_ms * MS),
-            outcome: Outcome::Ok { detail: String::new() },
-            granted: None,
-            checked_now_ms: None,
-            applied: Some(Applied {
-                order: id,
-                at_ns: at_ms * MS,
-                store_now_ms: 0,
-                lease_row: None,
-                site_epoch: None,
-            }),
-            seen_at: None,
-            read: None,
-            lease_grant: None,
+    fn call(id: usize, op: OpKind, at_ms: u64, actor: &str, epoch: Option<u64>) -> Call {
+        let mut c = testkit::call(id, op);
+        (c.invoked_ns, c.returned_ns) = (at_ms * MS, Some(at_ms * MS));
+        if let Some(a) = c.applied.as_mut() {
+            a.at_ns = at_ms * MS;
         }
+        c.lease = epoch.map(|e| lease(actor, e));
+        c.args.actor = Some(actor.into());
+        c
     }
 
     fn acquire(id: usize, at_ms: u64, owner: &str, epoch: u64) -> Call {
         let mut c = call(id, OpKind::Acquire, at_ms, owner, None);
         c.args.owner = Some(owner.into());
-        c.granted = Some(Lease { run_id: "r".into(), owner: owner.into(), epoch: Epoch(epoch) });
+        c.granted = Some(lease(owner, epoch));
         c
     }
 
     fn judge(calls: Vec<Call>) -> Vec<Violation> {
-        let h = History { applied_count: calls.len(), calls, ..History::default() };
-        let fin = FinalState::default();
-        let j = Judged::build(&h, &fin, Expect::default());
-        let mut out = Vec::new();
-        holder_threads_its_lease(&j, &mut out);
-        out
+        testkit::judge(&testkit::history(calls), holder_threads_its_lease)
     }
 
     #[test]
