@@ -158,6 +158,41 @@ pub fn exit_code(reports: &[SweepReport]) -> i32 {
 }
 
 impl SweepReport {
+    /// A report of no seeds yet for `scenario` swept with `opts`: every goal counted at
+    /// zero, the scenario's declared goals with their shares.
+    pub fn empty(scenario: &dyn Scenario, opts: &SweepOptions) -> SweepReport {
+        SweepReport {
+            scenario: scenario.name().to_string(),
+            profile: opts.profile.as_str().to_string(),
+            range: opts.range,
+            shards: opts.shard.into_iter().collect(),
+            seeds_run: 0,
+            failures: Vec::new(),
+            failures_per_property: BTreeMap::new(),
+            nondeterministic: Vec::new(),
+            seeds_per_sec: 0.0,
+            wall_ms: 0,
+            fault_points_hit: BTreeMap::new(),
+            goals_met: crate::oracle::goals::GOALS.iter().map(|g| (g.name.to_string(), 0)).collect(),
+            goals: scenario
+                .coverage()
+                .iter()
+                .map(|r| {
+                    (
+                        r.goal.to_string(),
+                        GoalCoverage { required_permille: r.permille, ..GoalCoverage::default() },
+                    )
+                })
+                .collect(),
+            goals_unmet: Vec::new(),
+            states_first_seed: BTreeMap::new(),
+            states_reached: 0,
+            states_universe: 0,
+            states_new_per_1000: Vec::new(),
+            states_never_reached: Vec::new(),
+        }
+    }
+
     /// The content that must not depend on sharding (no timings).
     pub fn without_timing(&self) -> SweepReport {
         SweepReport { seeds_per_sec: 0.0, wall_ms: 0, shards: Vec::new(), ..self.clone() }
@@ -466,36 +501,7 @@ pub fn run(scenario: &'static dyn Scenario, opts: &SweepOptions) -> SweepReport 
     };
     // Each seed's result is folded into the report as it arrives (only failures are kept),
     // so a sweep's memory does not grow with its seed count.
-    let mut report = SweepReport {
-        scenario: scenario.name().to_string(),
-        profile: opts.profile.as_str().to_string(),
-        range: opts.range,
-        shards: opts.shard.into_iter().collect(),
-        seeds_run: 0,
-        failures: Vec::new(),
-        failures_per_property: BTreeMap::new(),
-        nondeterministic: Vec::new(),
-        seeds_per_sec: 0.0,
-        wall_ms: 0,
-        fault_points_hit: BTreeMap::new(),
-        goals_met: crate::oracle::goals::GOALS.iter().map(|g| (g.name.to_string(), 0)).collect(),
-        goals: scenario
-            .coverage()
-            .iter()
-            .map(|r| {
-                (
-                    r.goal.to_string(),
-                    GoalCoverage { required_permille: r.permille, ..GoalCoverage::default() },
-                )
-            })
-            .collect(),
-        goals_unmet: Vec::new(),
-        states_first_seed: BTreeMap::new(),
-        states_reached: 0,
-        states_universe: 0,
-        states_new_per_1000: Vec::new(),
-        states_never_reached: Vec::new(),
-    };
+    let mut report = SweepReport::empty(scenario, opts);
     let mut first_seed: Vec<u64> = vec![u64::MAX; crate::oracle::states::universe().len()];
     std::thread::scope(|scope| {
         for _ in 0..opts.jobs.min(total.max(1)) {
@@ -614,32 +620,14 @@ mod tests {
     use super::*;
 
     fn report(seeds: u64, met: u64, permille: u32) -> SweepReport {
-        let mut r = SweepReport {
-            scenario: "s".into(),
-            profile: "current".into(),
-            range: SeedRange { start: 0, end: seeds },
-            shards: Vec::new(),
-            seeds_run: seeds,
-            failures: Vec::new(),
-            failures_per_property: BTreeMap::new(),
-            nondeterministic: Vec::new(),
-            seeds_per_sec: 0.0,
-            wall_ms: 0,
-            fault_points_hit: BTreeMap::new(),
-            goals_met: [("busy_met".to_string(), met)].into_iter().collect(),
-            goals: [(
-                "busy_met".to_string(),
-                GoalCoverage { required_permille: permille, ..GoalCoverage::default() },
-            )]
-            .into_iter()
-            .collect(),
-            goals_unmet: Vec::new(),
-            states_first_seed: BTreeMap::new(),
-            states_reached: 0,
-            states_universe: 0,
-            states_new_per_1000: Vec::new(),
-            states_never_reached: Vec::new(),
-        };
+        let text = serde_json::json!({
+            "scenario": "s", "profile": "current", "range": {"start": 0, "end": seeds}, "shards": [],
+            "seeds_run": seeds, "failures": [], "failures_per_property": {}, "nondeterministic": [],
+            "seeds_per_sec": 0.0, "wall_ms": 0, "fault_points_hit": {},
+            "goals_met": {"busy_met": met},
+            "goals": {"busy_met": {"required_permille": permille, "required": 0, "met_seeds": 0}},
+        });
+        let mut r: SweepReport = serde_json::from_value(text).expect("a report");
         r.settle_goals();
         r
     }

@@ -24,18 +24,26 @@ fn memory() -> (Rc<dyn Env>, InMemoryStore) {
     (env, store)
 }
 
+/// An engine of identity `owner` over `store`, with a fresh world and blob store.
+fn engine<S>(store: S, env: &Rc<dyn Env>, owner: &str) -> Engine<S, InMemoryTranscriptStore, TestWorld>
+where
+    S: JournalStore + LeasableStore + MetaLookup,
+{
+    Engine::new(
+        store,
+        InMemoryTranscriptStore::new(),
+        TestWorld::new(),
+        env.clone(),
+        Profile::current(),
+        owner,
+    )
+}
+
 #[test]
 fn a_resume_racing_a_deletion_refuses_and_leaves_the_run_deleted() {
     let (env, store) = memory();
     block_on(async {
-        let first = Engine::new(
-            store.clone(),
-            InMemoryTranscriptStore::new(),
-            TestWorld::new(),
-            env.clone(),
-            Profile::current(),
-            "host",
-        );
+        let first = engine(store.clone(), &env, "host");
         assert_eq!(first.run("RUN", &Workflow::happy()).await.unwrap().status, RunStatus::Ok);
 
         // The retention worker deletes the run while the host's resume is between its
@@ -74,14 +82,7 @@ fn a_resume_racing_a_deletion_refuses_and_leaves_the_run_deleted() {
 fn a_resume_racing_another_segment_boots_above_it() {
     let (env, store) = memory();
     block_on(async {
-        let first = Engine::new(
-            store.clone(),
-            InMemoryTranscriptStore::new(),
-            TestWorld::new(),
-            env.clone(),
-            Profile::current(),
-            "host",
-        );
+        let first = engine(store.clone(), &env, "host");
         first.run("RUN", &Workflow::happy()).await.unwrap();
         assert_eq!(store.get_meta("RUN").await.unwrap().unwrap().segments, Some(1));
 
@@ -91,27 +92,13 @@ fn a_resume_racing_another_segment_boots_above_it() {
             store.clone(),
             Box::new(move || {
                 Box::pin(async move {
-                    let worker = Engine::new(
-                        worker_store,
-                        InMemoryTranscriptStore::new(),
-                        TestWorld::new(),
-                        worker_env,
-                        Profile::current(),
-                        "worker",
-                    );
+                    let worker = engine(worker_store, &worker_env, "worker");
                     let out = worker.resume("RUN", &Workflow::happy(), None).await.unwrap();
                     assert_eq!(out.segment, 2);
                 })
             }),
         );
-        let host = Engine::new(
-            racing.clone(),
-            InMemoryTranscriptStore::new(),
-            TestWorld::new(),
-            env,
-            Profile::current(),
-            "host",
-        );
+        let host = engine(racing.clone(), &env, "host");
         let out = host.resume("RUN", &Workflow::happy(), None).await.unwrap();
         assert!(racing.ran(), "the worker's segment did not interleave");
         assert_eq!(out.segment, 3, "the host's segment reused the worker's segments base");
