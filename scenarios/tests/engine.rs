@@ -45,12 +45,15 @@ fn engine_scenarios_are_clean_under_current() {
 
 /// The queue seeds a 10,000-seed sweep of `current` failed on before a resume re-read the
 /// run under its own lease (a host's resume racing a retention delete brought the run back
-/// as a ghost; racing a worker's segment, it reused that segment's `segments` base). The
-/// minimal interleavings are store/tests/engine_resume_race.rs; these are the seeds that
-/// found them, kept while the queue's schedule still reaches the same race.
+/// as a ghost; racing a worker's segment, it reused that segment's `segments` base), and
+/// seed 15376 (a sweep of 10,000..20,000), before retention re-read the meta under its
+/// brief lease (it deleted a run a host had resumed since the listing:
+/// `only_terminal_runs_deleted`). The minimal interleavings of the first two are
+/// store/tests/engine_resume_race.rs; these are the seeds that found them, kept while the
+/// queue's schedule still reaches the same races.
 #[test]
 fn queue_seeds_of_the_resume_race_are_clean() {
-    for seed in [1202, 2014, 2449, 3805, 4581, 5394, 7440, 9378] {
+    for seed in [1202, 2014, 2449, 3805, 4581, 5394, 7440, 9378, 15376] {
         let out = execute(&QUEUE, ProfileName::Current, seed, None, None).expect("run");
         assert!(out.violations.is_empty(), "queue current seed {seed}: {:?}", out.violations);
     }

@@ -163,6 +163,10 @@ pub struct Profile {
     pub settle_failure_policy: SettleFailurePolicy,
     /// The engine appends a `run_settle` decision before the terminal meta write (v1.47.0+).
     pub settle_journaled: bool,
+    /// Retention re-reads the run's meta under its brief lease and deletes only a run that is
+    /// still terminal (this model's `current`; rulvar's `applyRetention` decides from the
+    /// sweep's listing, so a run resumed since can be deleted while running).
+    pub retention_rechecks: bool,
 }
 
 /// rulvar's BOOT_BUSY_TIMEOUT_MS.
@@ -186,6 +190,7 @@ impl Profile {
                 engine_threading: EngineThreading::AppendOnly,
                 settle_failure_policy: SettleFailurePolicy::SwallowAll,
                 settle_journaled: false,
+                retention_rechecks: false,
             },
             ProfileName::V1_44_1 => Profile {
                 fence_txn: FenceTxn::Atomic,
@@ -211,6 +216,7 @@ impl Profile {
             ProfileName::Current => Profile {
                 epoch_tombstone: true,
                 settle_failure_policy: SettleFailurePolicy::LeaseHeldOnly,
+                retention_rechecks: true,
                 ..Profile::of(ProfileName::PreTombstone)
             }
             .named(name),

@@ -200,8 +200,9 @@ where
         engine.resume_watched(run_id, wf, lease.clone(), Box::pin(renew)).await
     }
 
-    /// Retention: brief lease (skip if held: `Ok(false)`), delete the run with its blobs,
-    /// release quietly (the delete removed the lease row, so the release normally fails).
+    /// Retention: brief lease (skip if held: `Ok(false)`), under `retention_rechecks` re-read
+    /// the meta and skip a run no longer terminal, delete the run with its blobs, release
+    /// quietly (the delete removed the lease row, so the release normally fails).
     async fn apply_retention(&self, run_id: &str) -> Result<bool, EngineError> {
         let engine = &self.engine;
         let lease = match engine.journal.acquire(run_id, &self.owner).await {
@@ -210,6 +211,25 @@ where
             Err(e) => return Err(EngineError::store(e)),
         };
         fault_at(&engine.env, FaultPoint::WorkerRetentionAfterAcquire, run_id, Some(&lease)).await?;
+        if engine.profile.retention_rechecks {
+            // The sweep decided from its listing; a host may have resumed the run since (its
+            // lease lapsed with the meta still `running`). Delete only a run still terminal.
+            match engine.journal.get_meta(run_id).await {
+                Ok(Some(m))
+                    if m.status.is_terminal() && self.retention.is_some_and(|keep_not| keep_not(&m)) => {}
+                Ok(_) => {
+                    release_quietly(&engine.journal, &lease).await?;
+                    return Ok(false);
+                }
+                Err(e) => {
+                    let e = EngineError::store(e);
+                    if !e.is_crash() {
+                        release_quietly(&engine.journal, &lease).await?;
+                    }
+                    return Err(e);
+                }
+            }
+        }
         let passed = match engine.profile.engine_threading {
             EngineThreading::All => Some(&lease),
             EngineThreading::AppendOnly => None,
