@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::contract::{checkpoint_seq, EntryView, MetaView, Status};
 use super::model::{t, Judged};
 use super::{Expectation, Property, Violation};
 use crate::history::{describe_call, Call, OpKind};
@@ -35,36 +36,24 @@ pub const ALL: &[Property] = &[
     },
 ];
 
-const TERMINAL: [&str; 4] = ["ok", "error", "cancelled", "exhausted"];
-
-fn payload(c: &Call) -> Option<Value> {
-    serde_json::from_str(c.args.payload.as_deref()?).ok()
-}
-
-/// The running seq a checkpoint ref names: `<run>/ckpt/<seq>`.
-fn checkpoint_seq(blob_ref: &str, run: &str) -> Option<u64> {
-    blob_ref.strip_prefix(run)?.strip_prefix("/ckpt/")?.parse().ok()
-}
-
-/// Each run's journal (entries as JSON) and meta status, replayed in apply order; `visit`
-/// sees the state before each applied call.
-fn replay<'h>(j: &Judged<'h>, mut visit: impl FnMut(usize, &'h Call, &[Value], Option<&str>)) {
-    let mut journal: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
-    let mut status: BTreeMap<&str, String> = BTreeMap::new();
-    for (i, &c) in j.applied.iter().enumerate() {
+/// Each run's journal and meta status (the oracle's own views), replayed in apply order;
+/// `visit` sees the state before each applied call.
+fn replay<'h>(j: &Judged<'h>, mut visit: impl FnMut(&'h Call, &[EntryView], Option<Status>)) {
+    let mut journal: BTreeMap<&str, Vec<EntryView>> = BTreeMap::new();
+    let mut status: BTreeMap<&str, Status> = BTreeMap::new();
+    for &c in &j.applied {
         let run = c.run_id.as_str();
-        visit(i, c, journal.get(run).map_or(&[], |v| v.as_slice()), status.get(run).map(String::as_str));
+        visit(c, journal.get(run).map_or(&[], |v| v.as_slice()), status.get(run).copied());
+        let payload = c.args.payload.as_deref();
         match c.op {
             OpKind::Append => {
-                if let Some(v) = payload(c) {
-                    journal.entry(run).or_default().push(v);
+                if let Some(e) = payload.and_then(EntryView::parse) {
+                    journal.entry(run).or_default().push(e);
                 }
             }
             OpKind::PutMeta => {
-                if let Some(s) =
-                    payload(c).and_then(|v| v.get("status").and_then(Value::as_str).map(str::to_string))
-                {
-                    status.insert(run, s);
+                if let Some(m) = payload.and_then(MetaView::parse) {
+                    status.insert(run, m.status);
                 }
             }
             OpKind::Delete => {
@@ -77,14 +66,14 @@ fn replay<'h>(j: &Judged<'h>, mut visit: impl FnMut(usize, &'h Call, &[Value], O
 }
 
 fn only_terminal_runs_deleted(j: &Judged, out: &mut Vec<Violation>) {
-    replay(j, |_, c, journal, status| {
+    replay(j, |c, journal, status| {
         if c.op != OpKind::Delete || c.args.actor.is_none() {
             return;
         }
         if status.is_none() && journal.is_empty() {
             return; // nothing to delete
         }
-        if status.is_some_and(|s| TERMINAL.contains(&s)) {
+        if status.is_some_and(Status::is_terminal) {
             return;
         }
         out.push(
@@ -96,7 +85,7 @@ fn only_terminal_runs_deleted(j: &Judged, out: &mut Vec<Violation>) {
                     c.args.actor.as_deref().unwrap_or(""),
                     describe_call(c),
                     t(Judged::applied_ns(c)),
-                    status.unwrap_or("missing"),
+                    status.map_or("missing", Status::word),
                     journal.len()
                 ),
             )
@@ -106,12 +95,12 @@ fn only_terminal_runs_deleted(j: &Judged, out: &mut Vec<Violation>) {
 }
 
 fn prune_only_spent_checkpoints(j: &Judged, out: &mut Vec<Violation>) {
-    replay(j, |_, c, journal, _| {
+    replay(j, |c, journal, _| {
         if c.op != OpKind::BlobDelete || c.args.actor.is_none() {
             return;
         }
         let Some(r) = c.args.blob_ref.as_deref() else { return };
-        let Some(seq) = checkpoint_seq(r, &c.run_id) else { return };
+        let Some(seq) = checkpoint_seq(r) else { return };
         // Part of a cascade: the same identity deletes the run under the same lease later,
         // or the blob delete is a retention cascade's (its brief lease was taken for
         // retention: a crash may cut the cascade before its journal delete).
@@ -132,26 +121,18 @@ fn prune_only_spent_checkpoints(j: &Judged, out: &mut Vec<Violation>) {
         if cascade {
             return;
         }
-        let terminal = journal.iter().position(|e| {
-            e.get("kind").and_then(Value::as_str) == Some("agent")
-                && e.get("status").and_then(Value::as_str) == Some("ok")
-                && e.get("ref").and_then(Value::as_u64) == Some(seq)
-        });
+        let terminal =
+            journal.iter().position(|e| e.kind == "agent" && e.status == "ok" && e.ref_seq == Some(seq));
         let why = match terminal {
             None => Some(format!("no ok agent terminal of the dispatch at seq {seq} is in the journal")),
             Some(k) => journal.iter().enumerate().find_map(|(n, e)| {
-                let mut e = e.clone();
+                let mut raw = e.raw.clone();
                 if n == k {
-                    if let Some(m) = e.as_object_mut() {
+                    if let Some(m) = raw.as_object_mut() {
                         m.remove("checkpointRef");
                     }
                 }
-                mentions(&e, r).then(|| {
-                    format!(
-                        "the entry at seq {} still mentions it",
-                        e.get("seq").and_then(Value::as_u64).unwrap_or(0)
-                    )
-                })
+                mentions(&raw, r).then(|| format!("the entry at seq {} still mentions it", e.seq))
             }),
         };
         if let Some(why) = why {

@@ -11,7 +11,9 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
+use store::engine::RUN_SETTLE_DECISION_TYPE;
 
+use super::contract::{EntryView, MetaView};
 use super::model::{t, who, Judged};
 use super::{Expectation, Property, Violation};
 use crate::history::{Call, OpKind};
@@ -24,31 +26,27 @@ pub const ALL: &[Property] = &[Property {
     check: run_settle_matches_its_segment,
 }];
 
-fn json(c: &Call) -> Option<Value> {
-    serde_json::from_str(c.args.payload.as_deref()?).ok()
-}
-
-/// `(runStatus, segment, key)` of a run_settle append; `None` for any other entry.
+/// `(runStatus, segment, key)` of a run_settle append; `None` for any other entry. The
+/// status is kept as written (`None` when it is not a status word), so a settle recording a
+/// wrong word is judged, not skipped.
 fn settle_of(c: &Call) -> Option<(Option<String>, Option<u64>, String)> {
-    let v = json(c)?;
-    if v.get("kind")?.as_str()? != "decision" {
-        return None;
-    }
-    let value = v.get("value")?;
-    if value.get("decisionType")?.as_str()? != "run_settle" {
+    let e = EntryView::parse(c.args.payload.as_deref()?)?;
+    if e.kind != "decision"
+        || e.value.get("decisionType").and_then(Value::as_str) != Some(RUN_SETTLE_DECISION_TYPE)
+    {
         return None;
     }
     Some((
-        value.get("runStatus").and_then(Value::as_str).map(str::to_string),
-        value.get("segment").and_then(Value::as_u64),
-        v.get("key").and_then(Value::as_str).unwrap_or("").to_string(),
+        e.value.get("runStatus").and_then(Value::as_str).map(str::to_string),
+        e.value.get("segment").and_then(Value::as_u64),
+        e.key,
     ))
 }
 
 /// `(status, segments)` of a meta write.
 fn meta_of(c: &Call) -> Option<(String, Option<u64>)> {
-    let v = json(c)?;
-    Some((v.get("status")?.as_str()?.to_string(), v.get("segments").and_then(Value::as_u64)))
+    let m = MetaView::parse(c.args.payload.as_deref()?)?;
+    Some((m.status.word().to_string(), m.segments))
 }
 
 fn run_settle_matches_its_segment(j: &Judged, out: &mut Vec<Violation>) {
