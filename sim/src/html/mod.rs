@@ -39,21 +39,10 @@ const AXIS_H: f64 = 20.0;
 const RUN_H: f64 = 18.0;
 const LANE_H: f64 = 46.0;
 
-/// Escape text for an element body or a quoted attribute.
+/// Escape text for an element body or a quoted attribute (the same escaping as the JUnit
+/// report's: `&apos;` is valid in HTML5 as in XML).
 pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::ci_report::xml_esc(s)
 }
 
 /// The page of one run. `note` says what the run is ("shrunk witness", ...), if anything.
