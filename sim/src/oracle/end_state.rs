@@ -211,7 +211,7 @@ mod tests {
     use store::{Epoch, Lease};
 
     use super::*;
-    use crate::history::{Applied, Args, Call, History};
+    use crate::history::{Call, History};
     use crate::oracle::Expect;
     use crate::world::FinalState;
 
@@ -225,30 +225,12 @@ mod tests {
 
     /// A call applied at position `order` with the lease row `after` at its commit.
     fn applied(id: usize, op: OpKind, order: usize, after: Option<LeaseRow>) -> Call {
-        Call {
-            id,
-            node: 0,
-            incarnation: 0,
-            op,
-            run_id: "r".into(),
-            lease: None,
-            args: Args::default(),
-            invoked_ns: id as u64 * 1_000_000,
-            returned_ns: Some(id as u64 * 1_000_000),
-            outcome: Outcome::Ok { detail: String::new() },
-            granted: None,
-            checked_now_ms: Some(100),
-            applied: Some(Applied {
-                order,
-                at_ns: id as u64 * 1_000_000,
-                store_now_ms: 100,
-                lease_row: after,
-                site_epoch: None,
-            }),
-            seen_at: None,
-            read: None,
-            lease_grant: None,
+        let mut c = crate::oracle::testkit::call(id, op);
+        c.checked_now_ms = Some(100);
+        if let Some(a) = c.applied.as_mut() {
+            (a.order, a.store_now_ms, a.lease_row) = (order, 100, after);
         }
+        c
     }
 
     fn acquire(id: usize, owner: &str, epoch: u64) -> Call {
