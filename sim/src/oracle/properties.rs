@@ -714,30 +714,17 @@ mod tests {
     use crate::world::FinalState;
 
     fn call(id: usize, op: OpKind, args: Args, applied: Option<usize>, seen_at: usize) -> Call {
-        Call {
-            id,
-            node: 0,
-            incarnation: 0,
-            op,
-            run_id: "r".into(),
-            lease: None,
-            args,
-            invoked_ns: id as u64,
-            returned_ns: Some(id as u64),
-            outcome: Outcome::Ok { detail: String::new() },
-            granted: None,
-            checked_now_ms: Some(100),
-            applied: applied.map(|order| Applied {
-                order,
-                at_ns: id as u64,
-                store_now_ms: 100,
-                lease_row: None,
-                site_epoch: None,
-            }),
-            lease_grant: None,
-            seen_at: Some(seen_at),
-            read: None,
-        }
+        let mut c = crate::oracle::testkit::call(id, op);
+        (c.args, c.invoked_ns, c.returned_ns) = (args, id as u64, Some(id as u64));
+        (c.checked_now_ms, c.seen_at) = (Some(100), Some(seen_at));
+        c.applied = applied.map(|order| Applied {
+            order,
+            at_ns: id as u64,
+            store_now_ms: 100,
+            lease_row: None,
+            site_epoch: None,
+        });
+        c
     }
 
     /// An entry value as a store would return it (built as data, no store code runs).
