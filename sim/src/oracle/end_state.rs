@@ -61,8 +61,7 @@ fn lease_rows_are_last_live_grants(j: &Judged, out: &mut Vec<Violation>) {
         let row_after = c.applied.as_ref().and_then(|a| a.lease_row.clone());
         match c.op {
             OpKind::Acquire => {
-                let epoch =
-                    c.granted.as_ref().map(|l| l.epoch.0).or(c.applied.as_ref().and_then(|a| a.site_epoch));
+                let epoch = Judged::granted_epoch(c);
                 if let Some(epoch) = epoch {
                     let expires_at =
                         row_after.as_ref().filter(|r| r.epoch == epoch).map_or(i64::MAX, |r| r.expires_at);
@@ -124,8 +123,7 @@ fn epochs_row_is_high_water(j: &Judged, out: &mut Vec<Violation>) {
     }
     let mut high: BTreeMap<&str, (u64, usize)> = BTreeMap::new();
     for c in j.applied.iter().filter(|c| c.op == OpKind::Acquire) {
-        let Some(e) = c.granted.as_ref().map(|g| g.epoch.0).or(c.applied.as_ref().and_then(|a| a.site_epoch))
-        else {
+        let Some(e) = Judged::granted_epoch(c) else {
             continue;
         };
         let h = high.entry(c.run_id.as_str()).or_insert((0, c.id));

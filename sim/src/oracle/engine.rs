@@ -176,11 +176,7 @@ impl Lifecycle {
         for &c in &j.applied {
             match c.op {
                 OpKind::Acquire => {
-                    let epoch = c
-                        .granted
-                        .as_ref()
-                        .map(|g| g.epoch.0)
-                        .or(c.applied.as_ref().and_then(|a| a.site_epoch));
+                    let epoch = Judged::granted_epoch(c);
                     if let Some(epoch) = epoch {
                         l.grants.entry(c.run_id.clone()).or_default().push(GrantRec {
                             order: order(c),

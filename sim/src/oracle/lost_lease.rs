@@ -51,8 +51,7 @@ impl<'h> Segments<'h> {
     fn build(j: &Judged<'h>) -> Segments<'h> {
         let mut grants: BTreeMap<&str, Vec<GrantAt>> = BTreeMap::new();
         for &c in j.applied.iter().filter(|c| c.op == OpKind::Acquire) {
-            let epoch =
-                c.granted.as_ref().map(|g| g.epoch.0).or(c.applied.as_ref().and_then(|a| a.site_epoch));
+            let epoch = Judged::granted_epoch(c);
             let (Some(epoch), Some(a)) = (epoch, &c.applied) else { continue };
             grants.entry(c.run_id.as_str()).or_default().push(GrantAt {
                 order: a.order,

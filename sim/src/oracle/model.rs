@@ -74,6 +74,12 @@ impl<'h> Judged<'h> {
         c.applied.as_ref().map(|a| a.at_ns).or(c.returned_ns).unwrap_or(0)
     }
 
+    /// The epoch an acquire was granted: the one it returned, or (its process died with the
+    /// call in flight) the one the store reported at its after-commit point.
+    pub fn granted_epoch(c: &Call) -> Option<u64> {
+        c.granted.as_ref().map(|g| g.epoch.0).or(c.applied.as_ref().and_then(|a| a.site_epoch))
+    }
+
     /// The store clock the call's check (or, failing that, its commit) read.
     pub fn checked_ms(c: &Call) -> Option<i64> {
         c.checked_now_ms.or(c.applied.as_ref().map(|a| a.store_now_ms))
@@ -133,8 +139,7 @@ impl GrantWalk {
         let legit = is_legit(c, self.current.get(&key));
         match c.op {
             OpKind::Acquire => {
-                let epoch =
-                    c.granted.as_ref().map(|g| g.epoch.0).or(c.applied.as_ref().and_then(|a| a.site_epoch));
+                let epoch = Judged::granted_epoch(c);
                 let row = c.applied.as_ref().and_then(|a| a.lease_row.clone());
                 if let Some(epoch) = epoch {
                     let expires_at = row.map_or(i64::MAX, |r| r.expires_at);

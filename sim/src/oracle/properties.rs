@@ -340,8 +340,7 @@ fn no_cross_run_write(j: &Judged, out: &mut Vec<Violation>) {
 fn epochs_granted_once_and_increasing(j: &Judged, out: &mut Vec<Violation>) {
     let mut high: BTreeMap<&str, (u64, &Call)> = BTreeMap::new();
     for c in j.applied.iter().filter(|c| c.op == OpKind::Acquire) {
-        let Some(e) = c.granted.as_ref().map(|g| g.epoch.0).or(c.applied.as_ref().and_then(|a| a.site_epoch))
-        else {
+        let Some(e) = Judged::granted_epoch(c) else {
             continue;
         };
         if let Some((h, hc)) = high.get(c.run_id.as_str()) {

@@ -43,7 +43,7 @@ fn holder_threads_its_lease(j: &Judged, out: &mut Vec<Violation>) {
         if c.op != OpKind::Acquire {
             continue;
         }
-        let epoch = c.granted.as_ref().map(|g| g.epoch.0).or(c.applied.as_ref().and_then(|a| a.site_epoch));
+        let epoch = Judged::granted_epoch(c);
         let (Some(epoch), Some(owner), Some(a)) = (epoch, c.args.owner.as_deref(), &c.applied) else {
             continue;
         };
