@@ -24,14 +24,15 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use sim::actors::engine::{FactSink, LedgerWorld};
+use sim::history::FinalState;
 use sim::history::{under_actor, FactKind, History};
 use sim::ledger::{catalog_workflows, resolution_value};
-use sim::oracle::goals::{required, Required};
 use sim::oracle::Violation;
 use sim::plan::{FaultProfile, Knobs, Plan};
 use sim::recorded::{RecordedStore, RecordedTranscripts};
 use sim::seed::{rng, Draw};
-use sim::world::{FinalState, NodeCtx, Scenario, WorldState};
+use sim::verdict::{required, Required};
+use sim::world::{NodeCtx, Scenario, WorldState};
 use store::engine::{audit_run, repair_run, Engine, RepairAction, RunOptions, Worker, Workflow};
 use store::{
     FaultPoint, JournalStore, LeasableStore, LocalFuture, MetaLookup, Moment, RunFilter, RunMeta, RunStatus,
@@ -378,7 +379,7 @@ impl Scenario for EngineScenario {
             // that exists is terminal (bounded).
             world.faults_on.set(false);
             sh.heal.set(true);
-            world.recorder.fact(0, 0, "", sim::env::now_ns(), FactKind::Healed);
+            world.recorder.fact(0, 0, "", sim::time::now_ns(), FactKind::Healed);
             world.restart_all();
             let mut quiet = 0;
             for _ in 0..600 {

@@ -21,12 +21,13 @@ use std::time::Duration;
 
 use serde_json::Value;
 use sim::actors::engine::{FactSink, LedgerWorld};
+use sim::history::FinalState;
 use sim::history::{FactKind, History};
-use sim::oracle::goals::{required, Required};
 use sim::oracle::Violation;
 use sim::plan::{FaultProfile, Knobs, Plan};
 use sim::recorded::{RecordedStore, RecordedTranscripts};
-use sim::world::{FinalState, NodeCtx, Scenario, WorldState};
+use sim::verdict::{required, Required};
+use sim::world::{NodeCtx, Scenario, WorldState};
 use store::engine::{Engine, EngineError};
 use store::{
     JournalEntry, JournalStore, LeasableStore, Lease, LocalFuture, MetaLookup, RunFilter, RunMeta, RunStatus,

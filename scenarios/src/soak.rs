@@ -15,12 +15,13 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use sim::actors::soak::{referee, Activity, SoakShared, Writer, WriterSpec};
+use sim::history::FinalState;
 use sim::history::History;
-use sim::oracle::goals::{required, Required};
 use sim::oracle::Violation;
 use sim::plan::{FaultProfile, Knobs, Plan};
 use sim::seed::{rng, Draw};
-use sim::world::{FinalState, NodeCtx, Scenario, WorldState};
+use sim::verdict::{required, Required};
+use sim::world::{NodeCtx, Scenario, WorldState};
 use store::{FaultPoint, LocalFuture, Moment};
 
 use sim::actors::soak::Surfaces;
@@ -272,7 +273,7 @@ impl Scenario for Soak {
         Box::pin(async move {
             let shared = shared(&world);
             let cap = Duration::from_millis(world.plan.knobs.cap_ms);
-            let start = sim::env::now_ns();
+            let start = sim::time::now_ns();
             loop {
                 madsim::time::sleep(Duration::from_millis(100)).await;
                 if shared.activity().meets(&quorum) {
@@ -285,7 +286,7 @@ impl Scenario for Soak {
                 if shared.events.borrow().iter().any(|e| e.kind == "fatal") {
                     break;
                 }
-                if sim::env::now_ns() - start >= cap.as_nanos() as u64 {
+                if sim::time::now_ns() - start >= cap.as_nanos() as u64 {
                     break;
                 }
             }

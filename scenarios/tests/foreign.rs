@@ -97,7 +97,7 @@ fn the_same_seed_over_the_rust_and_the_python_store_ends_with_the_same_verdict()
         );
         // The reference store emits every hook point the Rust store has, in the same places:
         // its history is the Rust store's, byte for byte.
-        let line = sim::foreign::compare::compare_line(&rust, &py);
+        let line = sim::cli::compare::compare_line(&rust, &py);
         assert!(
             line.contains("same verdict") && line.contains("histories identical"),
             "{name} seed {seed}: {line}"

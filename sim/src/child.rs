@@ -29,7 +29,7 @@ use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitSta
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::real::clock::mono_ns;
+use crate::machine::mono_ns;
 
 /// Where a child's stderr goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,10 +1,6 @@
-//! The simulator's implementation of the store's environment: each node's clock, virtual
-//! sleeps, and the fault hook that consults the plan.
-//!
-//! Clock model: every node reads madsim's virtual time through its own clock, a fixed skew
-//! plus a drift in parts per million (both from the plan), on top of a fixed base date. The
-//! store judges lease expiry by that clock, exactly as rulvar's stores judge it by the
-//! client's `Date.now`.
+//! The simulator's implementation of the store's environment: each node's clock (the
+//! clock model is in [`crate::time`]), virtual sleeps, and the fault hook that consults
+//! the plan.
 //!
 //! Fault hook: at every named point it counts the node's occurrence of that point, records
 //! what the store applied (after-commit points) or checked (after-check points) for the
@@ -18,16 +14,8 @@ use store::{Crash, Env, FaultSite, LocalFuture, Moment};
 
 use crate::history::{current_call, Event, FaultKind, FaultRec, LeaseRow};
 use crate::plan::{Action, ClockSpec};
-use crate::world::WorldState;
-
-/// The store clock's base: 2024-01-01T00:00:00Z in ms. Fixed, so traces never depend on
-/// madsim's own choice of a start date.
-pub const CLOCK_BASE_MS: i64 = 1_704_067_200_000;
-
-/// Virtual time since the run started, in ns.
-pub fn now_ns() -> u64 {
-    madsim::time::TimeHandle::try_current().map_or(0, |t| t.elapsed().as_nanos() as u64)
-}
+use crate::time::{clock_at, now_ns};
+use crate::world_state::WorldState;
 
 /// One node's environment.
 pub struct SimEnv {
@@ -41,28 +29,19 @@ pub struct SimEnv {
 }
 
 impl SimEnv {
-    /// The node's clock reading for a virtual instant.
-    pub fn clock_at(clock: ClockSpec, at_ns: u64) -> i64 {
-        let elapsed_ms = (at_ns / 1_000_000) as i64;
-        let drifted = elapsed_ms + elapsed_ms * clock.drift_ppm / 1_000_000;
-        CLOCK_BASE_MS + drifted + clock.skew_ms
-    }
-}
-
-impl SimEnv {
     /// Virtual ns from now until this node's clock first reads `target_ms` (0 if it already
     /// does or has passed it).
     fn ns_until(&self, target_ms: i64) -> u64 {
         let now = now_ns();
-        if SimEnv::clock_at(self.clock, now) >= target_ms {
+        if clock_at(self.clock, now) >= target_ms {
             return 0;
         }
         // The clock is monotone in virtual time: find the first whole ms that reads target.
         let mut lo = now / 1_000_000 + 1;
-        let mut hi = lo + (target_ms - SimEnv::clock_at(self.clock, now)).unsigned_abs() * 2 + 2;
+        let mut hi = lo + (target_ms - clock_at(self.clock, now)).unsigned_abs() * 2 + 2;
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if SimEnv::clock_at(self.clock, mid * 1_000_000) >= target_ms {
+            if clock_at(self.clock, mid * 1_000_000) >= target_ms {
                 hi = mid;
             } else {
                 lo = mid + 1;
@@ -87,7 +66,7 @@ impl SimEnv {
 
 impl Env for SimEnv {
     fn now_ms(&self) -> i64 {
-        SimEnv::clock_at(self.clock, now_ns())
+        clock_at(self.clock, now_ns())
     }
 
     fn monotonic(&self) -> Duration {

@@ -8,6 +8,7 @@
 //! same in every process.
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -192,6 +193,18 @@ pub struct LeaseRow {
     pub owner: String,
     pub epoch: u64,
     pub expires_at: i64,
+}
+
+/// The database state after the run.
+#[derive(Clone, Debug, Default)]
+pub struct FinalState {
+    pub entries: BTreeMap<String, Vec<String>>,
+    pub meta: BTreeMap<String, String>,
+    pub leases: BTreeMap<String, LeaseRow>,
+    pub epochs: BTreeMap<String, u64>,
+    pub blobs: BTreeMap<String, Vec<u8>>,
+    /// Set when the schema never came up (no boot succeeded).
+    pub missing_schema: bool,
 }
 
 /// What the store applied for a call, noted at its after-commit fault point.
@@ -397,7 +410,7 @@ pub type OnReturn = Rc<dyn Fn(&Call)>;
 pub struct Recorder {
     pub inner: Rc<RefCell<History>>,
     /// The timestamp source for invocations and returns: virtual time by default; a real
-    /// process uses the machine-wide monotonic clock (`crate::real::clock`).
+    /// process uses the machine-wide monotonic clock (`crate::machine`).
     clock: fn() -> u64,
     /// Called with each call as it returns (a real writer streams its history with it).
     on_return: Option<OnReturn>,
@@ -407,7 +420,7 @@ impl Default for Recorder {
     fn default() -> Recorder {
         Recorder {
             inner: Rc::new(RefCell::new(History::sized())),
-            clock: crate::env::now_ns,
+            clock: crate::time::now_ns,
             on_return: None,
         }
     }

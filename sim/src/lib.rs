@@ -6,6 +6,12 @@
 //! (`foreign`): a store in another language, one child process per simulated process,
 //! behind the same store SPI; child processes of every kind go through `child`.
 //!
+//! Layers, bottom up (each module names only modules below it; `tests/layers.rs` fails on
+//! a circle): `seed`, `ledger`, `machine` (the real clocks) / `plan`, `child` / `time` (the
+//! virtual clock), `foreign` / `history` (with `FinalState`) / `verdict`, `recorded`,
+//! `world_state` / `env`, `oracle` / `actors`, `report` / `world` / `runner`, `catalog` /
+//! `sweep`, `real` / `findings` / `shrink`, `ci_report` / `explore`, `html` / `cli`.
+//!
 //! What is simulated: processes (madsim nodes) with their own clocks, scheduling (seeded),
 //! time (virtual), process crashes and restarts, stalls. What is real: SQLite (bundled),
 //! its file locking and SQLITE_BUSY, the store code under test. What is not modelled:
@@ -19,6 +25,7 @@ compile_error!(
 
 pub mod actors;
 pub mod audit;
+pub mod catalog;
 pub mod child;
 pub mod ci_report;
 pub mod cli;
@@ -29,6 +36,7 @@ pub mod foreign;
 pub mod history;
 pub mod html;
 pub mod ledger;
+pub mod machine;
 pub mod oracle;
 pub mod plan;
 pub mod real;
@@ -38,4 +46,7 @@ pub mod runner;
 pub mod seed;
 pub mod shrink;
 pub mod sweep;
+pub mod time;
+pub mod verdict;
 pub mod world;
+pub mod world_state;

@@ -263,6 +263,13 @@ impl FaultProfile {
 }
 
 impl Plan {
+    /// Read a plan written out as JSON (`--plan-out`, a failure report's plan file).
+    pub fn read(path: &std::path::Path) -> Result<Plan, String> {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("cannot read plan {}: {e}", path.display()))?;
+        serde_json::from_str::<Plan>(&text).map_err(|e| format!("malformed plan {}: {e}", path.display()))
+    }
+
     /// Derive the plan of `(scenario, profile, seed)` from the seed's fault stream, with
     /// every decision written out.
     pub fn generate(scenario: &str, profile: &str, seed: u64, knobs: Knobs, faults: &FaultProfile) -> Plan {

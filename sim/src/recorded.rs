@@ -77,6 +77,21 @@ impl Caller {
         .await
     }
 
+    /// Start this node's foreign store process, recorded as its `boot` call, with the options
+    /// the Rust store would be built with.
+    pub async fn boot_foreign(
+        &self,
+        spec: std::sync::Arc<crate::foreign::ForeignSpec>,
+        db: &std::path::Path,
+        options: &store::SqliteOptions,
+        env: std::rc::Rc<dyn store::Env>,
+    ) -> Result<crate::foreign::driver::ForeignStore, StoreError> {
+        let label = format!("node {} incarnation {}", self.node, self.incarnation);
+        let opts = crate::foreign::driver::ForeignOptions::for_world(spec, db, options, label);
+        let fut = crate::foreign::driver::ForeignStore::open(opts, env);
+        self.call(OpKind::Boot, "", None, Args::default(), fut, |_| String::new(), |_| None).await
+    }
+
     /// As [`Caller::call`], also keeping what a successful read returned.
     #[allow(clippy::too_many_arguments)]
     pub async fn call_read<T, F>(

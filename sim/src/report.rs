@@ -9,12 +9,13 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::history::{Event, History};
-use crate::oracle::Violation;
 use crate::plan::Plan;
+use crate::seed::Fnv1a;
+use crate::verdict::Violation;
 
-/// "   1.912s"
+/// "   1.912s": [`crate::time::secs`] right-aligned in the timeline's time column.
 pub fn fmt_time(ns: u64) -> String {
-    format!("{:>4}.{:03}s", ns / 1_000_000_000, (ns / 1_000_000) % 1000)
+    format!("{:>9}", crate::time::secs(ns))
 }
 
 /// The timeline: `time  node  epoch  operation  outcome  fault`.
@@ -59,7 +60,7 @@ pub fn trace_jsonl(history: &History) -> String {
 /// A stable hash of every event's fields (the determinism fingerprint): FNV-1a over the
 /// fields in timeline order, without formatting the timeline.
 pub fn trace_hash(history: &History) -> u64 {
-    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+    let mut h = Fnv1a::new();
     for e in &history.events {
         h.feed(&e.at_ns.to_le_bytes());
         h.feed(&e.node.map_or(u64::MAX, u64::from).to_le_bytes());
@@ -69,18 +70,7 @@ pub fn trace_hash(history: &History) -> u64 {
             h.feed(&[0xff]);
         }
     }
-    h.0
-}
-
-struct Fnv(u64);
-
-impl Fnv {
-    fn feed(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 ^= u64::from(*b);
-            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
+    h.finish()
 }
 
 /// The machine-readable result of one run.

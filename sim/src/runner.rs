@@ -3,11 +3,11 @@
 
 use store::{Profile, ProfileName};
 
-use crate::history::History;
+use crate::history::{FinalState, History};
 use crate::oracle::{assess, Expect, Violation};
 use crate::plan::Plan;
 use crate::report::{reproduce, trace_hash, RunReport};
-use crate::world::{run_counting, FinalState, Scenario};
+use crate::world::{run, RunOptions, Scenario};
 
 /// Everything one run produced.
 pub struct Outcome {
@@ -46,7 +46,20 @@ pub fn execute(
     plan: Option<Plan>,
     plan_file: Option<&str>,
 ) -> Result<Outcome, String> {
-    execute_with(scenario, profile, seed, plan, plan_file, true, false)
+    execute_with(scenario, profile, seed, plan, plan_file, true, &RunOptions::default())
+}
+
+/// As [`execute`], keeping a copy of the final database at `keep_db` (`run --keep-db`).
+pub fn execute_keeping_db(
+    scenario: &'static dyn Scenario,
+    profile: ProfileName,
+    seed: u64,
+    plan: Option<Plan>,
+    plan_file: Option<&str>,
+    keep_db: Option<std::path::PathBuf>,
+) -> Result<Outcome, String> {
+    let options = RunOptions { keep_db, ..RunOptions::default() };
+    execute_with(scenario, profile, seed, plan, plan_file, true, &options)
 }
 
 /// As [`execute`] for a sweep: a derived plan that passed is not written out (the sweep
@@ -57,7 +70,7 @@ pub fn execute_for_sweep(
     profile: ProfileName,
     seed: u64,
 ) -> Result<Outcome, String> {
-    execute_with(scenario, profile, seed, None, None, false, false)
+    execute_with(scenario, profile, seed, None, None, false, &RunOptions::default())
 }
 
 /// As [`execute_for_sweep`] for `explore`: runs `plan` (derived or written out), counts every
@@ -68,7 +81,15 @@ pub fn execute_counting(
     plan: Plan,
 ) -> Result<Outcome, String> {
     let seed = plan.seed;
-    execute_with(scenario, profile, seed, Some(plan), None, false, true)
+    execute_with(
+        scenario,
+        profile,
+        seed,
+        Some(plan),
+        None,
+        false,
+        &RunOptions { count_always: true, keep_db: None },
+    )
 }
 
 fn execute_with(
@@ -78,7 +99,7 @@ fn execute_with(
     plan: Option<Plan>,
     plan_file: Option<&str>,
     full_plan: bool,
-    count_always: bool,
+    options: &RunOptions,
 ) -> Result<Outcome, String> {
     // A derived plan runs from its recipe (the world draws only the occurrences the run
     // reaches) and is written out afterwards when the report or a failure needs it.
@@ -86,7 +107,7 @@ fn execute_with(
     if plan.scenario != scenario.name() {
         return Err(format!("the plan is for scenario {:?}, not {:?}", plan.scenario, scenario.name()));
     }
-    let out = run_counting(scenario, Profile::of(profile), plan.clone(), count_always)?;
+    let out = run(scenario, Profile::of(profile), plan.clone(), options)?;
     let assessment = assess(
         &out.history,
         &out.fin,

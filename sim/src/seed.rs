@@ -17,14 +17,37 @@ fn mix64(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// FNV-1a over bytes: stable across platforms and releases (unlike std's hasher).
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+/// FNV-1a, fed incrementally: stable across platforms and releases (unlike std's hasher).
+/// The one hash of the simulator: stream keys, plan keys and the trace fingerprint.
+pub struct Fnv1a(u64);
+
+impl Fnv1a {
+    pub fn new() -> Fnv1a {
+        Fnv1a(0xcbf2_9ce4_8422_2325)
     }
-    h
+
+    pub fn feed(&mut self, bytes: &[u8]) -> &mut Fnv1a {
+        for b in bytes {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self
+    }
+
+    pub fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl Default for Fnv1a {
+    fn default() -> Fnv1a {
+        Fnv1a::new()
+    }
+}
+
+/// FNV-1a over bytes.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    Fnv1a::new().feed(bytes).finish()
 }
 
 /// The 64-bit key of one stream.

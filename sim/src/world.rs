@@ -21,28 +21,22 @@
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::channel::mpsc;
-use futures::StreamExt;
-use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use rusqlite::{Connection, OpenFlags};
 use store::{FaultPoint, LocalFuture, Profile, SqliteOptions, Synchronous};
 
-use crate::env::{now_ns, SimEnv};
-use crate::history::{Event, History, LeaseRow, Recorder};
-use crate::plan::{Action, FaultProfile, Knobs, Plan};
+use crate::env::SimEnv;
+use crate::history::{FinalState, History, LeaseRow, Recorder};
+use crate::plan::{FaultProfile, Knobs, Plan};
 use crate::recorded::{Caller, RecordedStore};
 use crate::seed::stream_key;
-
-/// The most store calls one run may make. A storm makes hundreds and the busiest engine
-/// scenario a few thousand; a system under test that livelocks (every call refused at once,
-/// so virtual time never advances) would otherwise grow its history until memory runs out.
-/// Reaching the budget freezes every node and ends the run, and the oracle reports it.
-pub const CALL_BUDGET: usize = 100_000;
+use crate::time::now_ns;
+pub use crate::world_state::{WorldState, CALL_BUDGET};
 
 /// The page size of the world's database file (see the module header).
 pub const SIM_PAGE_SIZE: u32 = 1024;
@@ -69,7 +63,7 @@ pub trait Scenario: Sync {
         world: &WorldState,
         history: &History,
         fin: &FinalState,
-    ) -> Vec<crate::oracle::Violation>;
+    ) -> Vec<crate::verdict::Violation>;
     /// A scenario's own table for the run report (the kill-point rows), if it has one.
     fn table(&self, _world: &WorldState, _history: &History, _fin: &FinalState) -> Option<String> {
         None
@@ -86,7 +80,7 @@ pub trait Scenario: Sync {
     }
     /// The coverage goals a sweep of this scenario must meet, each in a share of its seeds
     /// (`fencesim sweep` exits 3 on a shortfall). Default: none.
-    fn coverage(&self) -> &'static [crate::oracle::goals::Required] {
+    fn coverage(&self) -> &'static [crate::verdict::Required] {
         &[]
     }
     /// Smaller knobs the shrinker may try for a failing plan of these knobs, most
@@ -112,242 +106,12 @@ pub struct NodeCtx {
     pub world: Rc<WorldState>,
 }
 
-/// The state of one run, shared by the nodes and the supervisor (single-threaded).
-pub struct WorldState {
-    pub plan: Plan,
-    pub profile: Profile,
-    pub recorder: Recorder,
-    pub shared: Rc<dyn Any>,
-    pub db_path: PathBuf,
-    table: BTreeMap<(u32, FaultPoint, u32), Action>,
-    /// A derived plan's decisions, drawn as the run reaches them (instead of `table`).
-    lazy: Option<crate::plan::LazyDecisions>,
-    /// How often each node reached each point: `node * FaultPoint::ALL.len() + point.index()`.
-    occurrences: RefCell<Vec<u32>>,
-    /// Count occurrences even for a plan without decisions (`explore` needs the reached
-    /// (node, point, occurrence) triples of every run).
-    count_always: bool,
-    /// Per slot as `occurrences`: the last occurrence reached while faults were on (the
-    /// occurrences a decision could fire at).
-    armed: RefCell<Vec<u32>>,
-    /// Per slot: the occurrences reached when the last decision fired (the reached triples
-    /// after it are those past these counts).
-    at_last_fire: RefCell<Vec<u32>>,
-    observer: RefCell<Option<Connection>>,
-    pub faults_on: Cell<bool>,
-    /// Set once the run has made [`CALL_BUDGET`] store calls: every later call hangs, and
-    /// the run ends (see `drive`).
-    pub exhausted: Cell<bool>,
-    exhausted_tx: RefCell<Option<futures::channel::oneshot::Sender<()>>>,
-    exhausted_rx: RefCell<Option<futures::channel::oneshot::Receiver<()>>>,
-    pub incarnations: RefCell<Vec<u32>>,
-    pub alive: RefCell<Vec<bool>>,
-    pub node_ids: RefCell<Vec<madsim::task::NodeId>>,
-    restart_tx: RefCell<Option<mpsc::UnboundedSender<(u32, u64)>>>,
-    restart_rx: RefCell<Option<mpsc::UnboundedReceiver<(u32, u64)>>>,
-}
-
 thread_local! {
     static CURRENT_WORLD: RefCell<Option<Rc<WorldState>>> = const { RefCell::new(None) };
 }
 
 fn current_world() -> Option<Rc<WorldState>> {
     CURRENT_WORLD.with(|w| w.borrow().clone())
-}
-
-impl WorldState {
-    /// The plan's action for the node's next occurrence of `point`, if any.
-    pub fn decide(&self, node: u32, point: FaultPoint) -> Option<Action> {
-        // A plan without decisions (a faultless run) never fires: skip the counting, unless
-        // the caller asked for the reached occurrences.
-        if !self.count_always && self.table.is_empty() && self.lazy.as_ref().is_none_or(|l| l.is_empty()) {
-            return None;
-        }
-        let mut occ = self.occurrences.borrow_mut();
-        let slot = node as usize * FaultPoint::ALL.len() + point.index();
-        if occ.len() <= slot {
-            occ.resize(slot + 1, 0);
-        }
-        occ[slot] += 1;
-        let n = occ[slot];
-        drop(occ);
-        if !self.faults_on.get() {
-            return None;
-        }
-        if let Some(a) = self.armed.borrow_mut().get_mut(slot) {
-            *a = n;
-        }
-        let action = match &self.lazy {
-            Some(lazy) => lazy.decide(node, point, n),
-            None => self.table.get(&(node, point, n)).copied(),
-        };
-        if action.is_some() && self.count_always {
-            self.at_last_fire.borrow_mut().clone_from(&self.occurrences.borrow());
-        }
-        action
-    }
-
-    /// Whether the run is over its call budget; the first time, record why and wake `drive`.
-    pub fn over_budget(&self) -> bool {
-        if self.exhausted.get() {
-            return true;
-        }
-        let calls = self.recorder.inner.borrow().calls.len();
-        if calls < CALL_BUDGET {
-            return false;
-        }
-        self.exhausted.set(true);
-        self.recorder.inner.borrow_mut().exhausted = Some(format!(
-            "the run made {calls} store calls by t={:.3}s without reaching its end (virtual time stalled or the workload livelocked)",
-            now_ns() as f64 / 1e9
-        ));
-        if let Some(tx) = self.exhausted_tx.borrow_mut().take() {
-            let _ = tx.send(());
-        }
-        true
-    }
-
-    /// The run's lease row right now, read through the observer connection.
-    pub fn observe_lease(&self, run_id: &str) -> Option<LeaseRow> {
-        let obs = self.observer.borrow();
-        let conn = obs.as_ref()?;
-        conn.prepare_cached("SELECT owner, epoch, expires_at FROM leases WHERE run_id = ?1")
-            .and_then(|mut s| {
-                s.query_row([run_id], |r| {
-                    Ok(LeaseRow {
-                        owner: r.get(0)?,
-                        epoch: r.get::<_, i64>(1)? as u64,
-                        expires_at: r.get(2)?,
-                    })
-                })
-                .optional()
-            })
-            .ok()
-            .flatten()
-    }
-
-    /// Every meta row's (run id, status) right now, through the observer connection
-    /// (empty when the schema is not up yet).
-    pub fn observe_statuses(&self) -> Vec<(String, String)> {
-        let obs = self.observer.borrow();
-        let Some(conn) = obs.as_ref() else { return Vec::new() };
-        let rows =
-            conn.prepare_cached("SELECT run_id, payload FROM meta ORDER BY run_id").and_then(|mut s| {
-                s.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
-                    .collect::<rusqlite::Result<Vec<_>>>()
-            });
-        rows.unwrap_or_default()
-            .into_iter()
-            .map(|(run, payload)| {
-                let status = store::RunMeta::from_json(&payload)
-                    .map_or("unreadable".to_string(), |m| m.status.to_string());
-                (run, status)
-            })
-            .collect()
-    }
-
-    /// Wait (bounded, 20 s of virtual time) until every live node has reported done in
-    /// `done` (indexed by node): the end of a storm lets tenures finish instead of cutting them.
-    pub async fn wait_for_nodes(&self, done: &RefCell<Vec<bool>>) {
-        for _ in 0..2000 {
-            let finished = {
-                let alive = self.alive.borrow();
-                let done = done.borrow();
-                alive.iter().zip(done.iter()).all(|(a, d)| !a || *d)
-            };
-            if finished {
-                break;
-            }
-            madsim::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-
-    /// Restart every dead node now (the heal).
-    pub fn restart_all(&self) {
-        let n = self.alive.borrow().len() as u32;
-        for i in 0..n {
-            self.restart(i);
-        }
-    }
-
-    /// The calling node dies here; the supervisor restarts it later.
-    pub fn crash_self(&self, node: u32, restart_after_ms: u64) {
-        self.alive.borrow_mut()[node as usize] = false;
-        let id = self.node_ids.borrow()[node as usize];
-        self.recorder.event(Event {
-            at_ns: now_ns(),
-            node: Some(node),
-            epoch: None,
-            op: "CRASH".into(),
-            outcome: format!("restart in {restart_after_ms}ms"),
-            fault: String::new(),
-            call: None,
-        });
-        if let Some(tx) = self.restart_tx.borrow().as_ref() {
-            let _ = tx.unbounded_send((node, restart_after_ms));
-        }
-        madsim::runtime::Handle::current().kill(id);
-    }
-
-    /// Restart requests from crashed nodes; the supervisor drives them with
-    /// [`WorldState::restart_loop`].
-    /// Holds the world only weakly, so a run's state is freed with the run even when the
-    /// runtime keeps a pending timer.
-    pub async fn restart_loop(self: Rc<WorldState>) {
-        let Some(mut rx) = self.restart_rx.borrow_mut().take() else { return };
-        let weak = Rc::downgrade(&self);
-        drop(self);
-        while let Some((node, after_ms)) = rx.next().await {
-            let w = weak.clone();
-            madsim::task::spawn_local(async move {
-                madsim::time::sleep(Duration::from_millis(after_ms)).await;
-                if let Some(w) = w.upgrade() {
-                    w.restart(node);
-                }
-            });
-        }
-    }
-
-    /// Restart a node now (its init re-runs with the next incarnation).
-    pub fn restart(&self, node: u32) {
-        if self.alive.borrow()[node as usize] {
-            return;
-        }
-        self.incarnations.borrow_mut()[node as usize] += 1;
-        self.alive.borrow_mut()[node as usize] = true;
-        self.recorder.event(Event {
-            at_ns: now_ns(),
-            node: Some(node),
-            epoch: None,
-            op: "RESTART".into(),
-            outcome: format!("incarnation {}", self.incarnations.borrow()[node as usize]),
-            fault: String::new(),
-            call: None,
-        });
-        let id = self.node_ids.borrow()[node as usize];
-        madsim::runtime::Handle::current().restart(id);
-    }
-
-    /// Kill every node (end of run). Await at least 1ms afterwards: drops are lazy.
-    pub fn kill_all(&self) {
-        let ids = self.node_ids.borrow().clone();
-        for (i, id) in ids.into_iter().enumerate() {
-            self.alive.borrow_mut()[i] = false;
-            madsim::runtime::Handle::current().kill(id);
-        }
-    }
-}
-
-/// The database state after the run.
-#[derive(Clone, Debug, Default)]
-pub struct FinalState {
-    pub entries: BTreeMap<String, Vec<String>>,
-    pub meta: BTreeMap<String, String>,
-    pub leases: BTreeMap<String, LeaseRow>,
-    pub epochs: BTreeMap<String, u64>,
-    pub blobs: BTreeMap<String, Vec<u8>>,
-    /// Set when the schema never came up (no boot succeeded).
-    pub missing_schema: bool,
 }
 
 /// Read the whole database state (every table, in key order) through `conn`.
@@ -407,41 +171,35 @@ fn remove_db(path: &Path) {
 pub struct RunOutput {
     pub history: History,
     pub fin: FinalState,
-    pub scenario_violations: Vec<crate::oracle::Violation>,
+    pub scenario_violations: Vec<crate::verdict::Violation>,
     /// The scenario's own table, if it has one.
     pub table: Option<String>,
     pub end_ns: u64,
     /// Per `node * FaultPoint::ALL.len() + point.index()`: the last occurrence reached while
-    /// faults were on (all zero when occurrences were not counted; see [`run_counting`]).
+    /// faults were on (all zero when occurrences were not counted; see [`RunOptions::count_always`]).
     pub reached: Vec<u32>,
     /// Per slot as `reached`: the occurrences reached when the last decision fired (all zero
     /// when none fired or occurrences were not counted).
     pub at_last_fire: Vec<u32>,
 }
 
-thread_local! {
-    /// Where to copy the final database of the next run on this thread (`--keep-db`).
-    static KEEP_DB: RefCell<Option<PathBuf>> = const { RefCell::new(None) };
-}
-
-/// Keep a consistent copy of the next run's final database at `path` (for `fencesim
-/// audit`). The copy is made with `VACUUM INTO` after every node is dead.
-pub fn keep_db_of_next_run(path: Option<PathBuf>) {
-    KEEP_DB.with(|k| *k.borrow_mut() = path);
+/// How to run one (scenario, profile, plan), beyond the plan itself.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Count the occurrences (returned in `RunOutput::reached`) even when the plan has no
+    /// decision (`explore` needs the reached (node, point, occurrence) triples of every run).
+    pub count_always: bool,
+    /// Keep a consistent copy of the final database here (for `fencesim audit`). The copy
+    /// is made with `VACUUM INTO` after every node is dead.
+    pub keep_db: Option<PathBuf>,
 }
 
 /// Run one (scenario, profile, plan). The database file is created fresh and removed.
-pub fn run(scenario: &'static dyn Scenario, profile: Profile, plan: Plan) -> Result<RunOutput, String> {
-    run_counting(scenario, profile, plan, false)
-}
-
-/// As [`run`]; with `count_always`, the occurrences are counted (and returned in
-/// `RunOutput::reached`) even when the plan has no decision.
-pub fn run_counting(
+pub fn run(
     scenario: &'static dyn Scenario,
     profile: Profile,
     plan: Plan,
-    count_always: bool,
+    options: &RunOptions,
 ) -> Result<RunOutput, String> {
     if crate::foreign::active().is_some() {
         crate::foreign::check_scenario(scenario.name())?;
@@ -464,7 +222,7 @@ pub fn run_counting(
         table,
         lazy,
         occurrences: RefCell::new(vec![0; nodes as usize * FaultPoint::ALL.len()]),
-        count_always,
+        count_always: options.count_always,
         armed: RefCell::new(vec![0; nodes as usize * FaultPoint::ALL.len()]),
         at_last_fire: RefCell::new(vec![0; nodes as usize * FaultPoint::ALL.len()]),
         observer: RefCell::new(None),
@@ -481,7 +239,7 @@ pub fn run_counting(
     let sched_seed = stream_key(world.plan.seed, "scheduler", 0);
     let rt = madsim::runtime::Runtime::with_seed_and_config(sched_seed, madsim::Config::default());
     CURRENT_WORLD.with(|w| *w.borrow_mut() = Some(world.clone()));
-    let result = rt.block_on(drive(scenario, world.clone()));
+    let result = rt.block_on(drive(scenario, world.clone(), options.keep_db.as_deref()));
     CURRENT_WORLD.with(|w| *w.borrow_mut() = None);
     drop(rt);
     world.observer.borrow_mut().take();
@@ -502,7 +260,11 @@ pub fn run_counting(
     Ok(RunOutput { history, fin, scenario_violations, table, end_ns, reached, at_last_fire })
 }
 
-async fn drive(scenario: &'static dyn Scenario, world: Rc<WorldState>) -> Result<(FinalState, u64), String> {
+async fn drive(
+    scenario: &'static dyn Scenario,
+    world: Rc<WorldState>,
+    keep_db: Option<&Path>,
+) -> Result<(FinalState, u64), String> {
     // The observer: a plain connection that only reads committed state.
     let flags =
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -537,8 +299,8 @@ async fn drive(scenario: &'static dyn Scenario, world: Rc<WorldState>) -> Result
     let fin = {
         let obs = world.observer.borrow();
         let conn = obs.as_ref().ok_or("observer closed")?;
-        if let Some(path) = KEEP_DB.with(|k| k.borrow_mut().take()) {
-            let _ = std::fs::remove_file(&path);
+        if let Some(path) = keep_db {
+            let _ = std::fs::remove_file(path);
             conn.execute("VACUUM INTO ?1", [path.display().to_string()])
                 .map_err(|e| format!("cannot keep the database at {}: {e}", path.display()))?;
         }
@@ -570,9 +332,7 @@ async fn node_init(scenario: &'static dyn Scenario, index: u32) {
     let env_dyn: Rc<dyn store::Env> = env.clone();
     let store = match crate::foreign::active() {
         Some(spec) => {
-            let Ok(store) =
-                crate::foreign::driver::boot(&caller, spec, &world.db_path, &options, env_dyn).await
-            else {
+            let Ok(store) = caller.boot_foreign(spec, &world.db_path, &options, env_dyn).await else {
                 return;
             };
             store.into()

@@ -19,10 +19,10 @@ use serde_json::Value;
 use store::engine::{EngineError, Outcome, PaidCall, ToolCall, Workflow, World};
 use store::LocalFuture;
 
-use crate::env::now_ns;
 use crate::history::{FactKind, Recorder};
 use crate::ledger::{reply, tool_result};
 use crate::seed::{rng, Draw};
+use crate::time::now_ns;
 
 /// The provider and tool world of one node incarnation, writing the ledger.
 pub struct LedgerWorld {

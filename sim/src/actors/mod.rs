@@ -2,4 +2,3 @@
 
 pub mod engine;
 pub mod soak;
-pub mod tombstone;

@@ -32,9 +32,9 @@ use store::{
     Env, JournalEntry, JournalStore, LeasableStore, Lease, RunMeta, RunStatus, StoreError, TranscriptStore,
 };
 
-use crate::oracle::Violation;
 use crate::recorded::{RecordedStore, RecordedTranscripts};
 use crate::seed::{rng, Draw};
+use crate::verdict::Violation;
 
 pub const SOAK_RUN: &str = "soak-run";
 pub const SOAK_OTHER: &str = "soak-other";

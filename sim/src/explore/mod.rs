@@ -231,8 +231,8 @@ pub fn command(args: ExploreArgs, catalog: &[&'static dyn Scenario]) -> i32 {
 
 fn command_inner(args: ExploreArgs, catalog: &[&'static dyn Scenario]) -> Result<i32, String> {
     use std::io::IsTerminal;
-    let scenario = crate::cli::find_scenario(catalog, &args.scenario)?;
-    let profile = crate::cli::parse_profile(&args.profile)?;
+    let scenario = crate::catalog::find_scenario(catalog, &args.scenario)?;
+    let profile = crate::catalog::parse_profile(&args.profile)?;
     if args.max_faults.is_some() && !args.exhaustive {
         return Err("--max-faults applies only with --exhaustive".into());
     }
@@ -296,10 +296,10 @@ pub fn bench(scenario: &'static dyn Scenario, runs: u64) -> String {
         progress: false,
         bar: false,
     };
-    let cpu_before = crate::real::clock::cpu_times();
+    let cpu_before = crate::machine::cpu_times();
     match explore(scenario, &opts) {
         Ok(r) => {
-            let cpu_s = crate::real::clock::cpu_times().since(&cpu_before).own_s;
+            let cpu_s = crate::machine::cpu_times().since(&cpu_before).own_s;
             format!(
                 "explore of {} runs: {:.1} runs per second on one core, {:.2} ms CPU per run, {} abstract states reached, {} failures",
                 r.runs,

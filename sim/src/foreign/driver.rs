@@ -53,6 +53,30 @@ pub struct ForeignOptions {
     pub label: String,
 }
 
+impl ForeignOptions {
+    /// The options of a simulated process's store: the world's database and the options the
+    /// Rust store would be built with.
+    pub fn for_world(
+        spec: Arc<ForeignSpec>,
+        db: &std::path::Path,
+        options: &store::SqliteOptions,
+        label: String,
+    ) -> ForeignOptions {
+        ForeignOptions {
+            spec,
+            db: db.to_path_buf(),
+            ttl_ms: options.ttl_ms,
+            page_size: options.page_size,
+            synchronous: match options.synchronous {
+                store::Synchronous::Off => "off",
+                store::Synchronous::Normal => "normal",
+                store::Synchronous::Full => "full",
+            },
+            label,
+        }
+    }
+}
+
 struct Inner {
     proc: RefCell<Option<ChildProc>>,
     env: Rc<dyn Env>,
@@ -470,41 +494,6 @@ pub mod b64 {
             assert_eq!(super::decode("Z!8="), None);
         }
     }
-}
-
-/// Boot one simulated process's foreign store, recorded as its `boot` call (as
-/// `Caller::boot` records the Rust store's construction), with the world's options.
-pub async fn boot(
-    caller: &crate::recorded::Caller,
-    spec: Arc<ForeignSpec>,
-    db: &std::path::Path,
-    options: &store::SqliteOptions,
-    env: Rc<dyn Env>,
-) -> Result<ForeignStore, StoreError> {
-    let opts = ForeignOptions {
-        spec,
-        db: db.to_path_buf(),
-        ttl_ms: options.ttl_ms,
-        page_size: options.page_size,
-        synchronous: match options.synchronous {
-            store::Synchronous::Off => "off",
-            store::Synchronous::Normal => "normal",
-            store::Synchronous::Full => "full",
-        },
-        label: format!("node {} incarnation {}", caller.node, caller.incarnation),
-    };
-    let fut = ForeignStore::open(opts, env);
-    caller
-        .call(
-            crate::history::OpKind::Boot,
-            "",
-            None,
-            crate::history::Args::default(),
-            fut,
-            |_| String::new(),
-            |_| None,
-        )
-        .await
 }
 
 #[cfg(test)]

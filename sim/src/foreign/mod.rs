@@ -20,7 +20,6 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 pub mod any;
-pub mod compare;
 pub mod conformance;
 pub mod driver;
 pub mod protocol;

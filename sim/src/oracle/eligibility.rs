@@ -170,10 +170,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::history::FinalState;
     use crate::history::{Args, History};
     use crate::oracle::testkit;
     use crate::oracle::Expect;
-    use crate::world::FinalState;
 
     fn call(id: usize, op: OpKind, args: Args) -> Call {
         let mut c = testkit::call(id, op);

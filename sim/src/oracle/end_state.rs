@@ -209,9 +209,9 @@ mod tests {
     use store::{Epoch, Lease};
 
     use super::*;
+    use crate::history::FinalState;
     use crate::history::{Call, History};
     use crate::oracle::Expect;
-    use crate::world::FinalState;
 
     fn row(owner: &str, epoch: u64, expires_at: i64) -> LeaseRow {
         LeaseRow { owner: owner.into(), epoch, expires_at }

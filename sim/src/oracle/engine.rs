@@ -1090,9 +1090,9 @@ mod tests {
     use store::{Epoch, Lease, RunStatus};
 
     use super::*;
+    use crate::history::FinalState;
     use crate::history::{Applied, Args, History, LeaseRow, Outcome};
     use crate::oracle::{Expect, Violation};
-    use crate::world::FinalState;
 
     const TTL: i64 = 300;
 

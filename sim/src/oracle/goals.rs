@@ -10,25 +10,7 @@ use super::contract::{EntryView, MetaView};
 use super::model::{walk_grants, Judged};
 use crate::history::{FactKind, OpKind, Outcome};
 
-/// A scenario's coverage requirement: a goal, and the share of a sweep's seeds (per mille)
-/// that must meet it. A sweep of `n` seeds needs `ceil(permille * n / 1000)` of them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Required {
-    pub goal: &'static str,
-    pub permille: u32,
-}
-
-impl Required {
-    /// The seeds a sweep of `seeds` seeds must meet the goal in.
-    pub fn seeds_needed(permille: u32, seeds: u64) -> u64 {
-        (u64::from(permille) * seeds).div_ceil(1000)
-    }
-}
-
-/// `goal` must be met in at least `permille` per mille of a sweep's seeds.
-pub const fn required(goal: &'static str, permille: u32) -> Required {
-    Required { goal, permille }
-}
+pub use crate::verdict::{required, Required};
 
 /// Whether `name` is a goal of [`GOALS`].
 pub fn is_goal(name: &str) -> bool {

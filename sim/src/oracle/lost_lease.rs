@@ -204,9 +204,9 @@ mod tests {
     use store::{Epoch, Lease};
 
     use super::*;
+    use crate::history::FinalState;
     use crate::history::{Applied, Args, History};
     use crate::oracle::Expect;
-    use crate::world::FinalState;
 
     const MS: u64 = 1_000_000;
 

@@ -30,8 +30,8 @@ pub mod threading;
 
 use serde::Serialize;
 
-use crate::history::{History, OpKind};
-use crate::world::FinalState;
+use crate::history::{FinalState, History};
+pub use crate::verdict::{Expect, Violation};
 
 /// Whether a property must hold always, eventually (after the heal), or is a coverage goal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -51,46 +51,6 @@ pub struct Property {
     /// What it does not check.
     pub not_checked: &'static str,
     pub check: fn(&model::Judged, &mut Vec<Violation>),
-}
-
-/// One violated property with its witness.
-///
-/// `op` names the store operation of the offending call (`append`, `release`, `acquire`,
-/// ...) when the property can point at one call; finding rows match on property and op,
-/// so that, say, a stale release and a stale renew are told apart without any property
-/// knowing which flaw a profile has.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Violation {
-    pub property: &'static str,
-    pub witness: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub op: Option<&'static str>,
-    /// The offending call's id in the history, when there is one: where a witness
-    /// timeline can stop.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub call: Option<usize>,
-}
-
-impl Violation {
-    /// A violation that points at no single call.
-    pub fn new(property: &'static str, witness: String) -> Violation {
-        Violation { property, witness, op: None, call: None }
-    }
-
-    /// The same violation, naming the offending call (its operation and history id).
-    pub fn on(mut self, op: OpKind, call: usize) -> Violation {
-        self.op = Some(op.as_str());
-        self.call = Some(call);
-        self
-    }
-}
-
-/// Options from the scenario.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Expect {
-    pub contiguous_seqs: bool,
-    /// The lease ttl the stores were built with (judged by `grant_lasts_the_ttl`).
-    pub ttl_ms: Option<u64>,
 }
 
 /// Every property: the store-level ones, the end-state ones, then the engine-level ones.

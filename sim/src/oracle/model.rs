@@ -9,9 +9,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::history::FinalState;
 use crate::history::{Call, History, OpKind, Outcome};
 use crate::oracle::Expect;
-use crate::world::FinalState;
 
 /// A lease grant as the legitimate operations define it.
 #[derive(Clone, Debug)]
@@ -95,10 +95,8 @@ pub fn who(c: &Call) -> String {
     }
 }
 
-/// "1.912s".
-pub fn t(ns: u64) -> String {
-    format!("{}.{:03}s", ns / 1_000_000_000, (ns / 1_000_000) % 1000)
-}
+/// Instants in witnesses print as the timeline prints them.
+pub use crate::time::secs as t;
 
 /// Replays lease operations in apply order, calling `visit` with the grant current for
 /// the call's lease run BEFORE the call takes effect, then applying the call.

@@ -419,7 +419,7 @@ fn expiry_set_only_by_holder(j: &Judged, out: &mut Vec<Violation>) {
                     "{} epoch {} expiring at +{}ms",
                     r.owner,
                     r.epoch,
-                    r.expires_at - crate::env::CLOCK_BASE_MS
+                    r.expires_at - crate::time::CLOCK_BASE_MS
                 ),
                 None => "no row".to_string(),
             };
@@ -708,9 +708,9 @@ mod tests {
     use store::{Epoch, JournalEntry, Lease, RunFilter, RunMeta, RunStatus, Seq};
 
     use super::*;
+    use crate::history::FinalState;
     use crate::history::{Applied, Args, History, LeaseRow, Outcome};
     use crate::oracle::Expect;
-    use crate::world::FinalState;
 
     fn call(id: usize, op: OpKind, args: Args, applied: Option<usize>, seen_at: usize) -> Call {
         let mut c = crate::oracle::testkit::call(id, op);

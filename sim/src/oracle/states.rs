@@ -326,9 +326,9 @@ mod tests {
 
     use store::{Epoch, Lease};
 
+    use crate::history::FinalState;
     use crate::history::{Applied, Args, FaultRec, History};
     use crate::oracle::Expect;
-    use crate::world::FinalState;
 
     fn call(
         id: usize,

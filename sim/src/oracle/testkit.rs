@@ -4,10 +4,10 @@
 
 use store::{Epoch, Lease};
 
+use crate::history::FinalState;
 use crate::history::{Applied, Args, Call, History, OpKind, Outcome};
 use crate::oracle::model::Judged;
 use crate::oracle::{Expect, Violation};
-use crate::world::FinalState;
 
 pub const MS: u64 = 1_000_000;
 

@@ -23,9 +23,9 @@ use std::time::Duration;
 use store::ProfileName;
 
 use crate::actors::soak::Surfaces;
-use crate::cli::find_scenario;
+use crate::catalog::find_scenario;
+use crate::machine::{cpu_times, mono_ns};
 use crate::oracle::{judge, Expect, Violation};
-use crate::real::clock::{cpu_times, mono_ns};
 use crate::real::killpoints;
 use crate::real::soak::{run_real, sim_plan, RealSoakOptions, SimStorm};
 use crate::runner::execute;
@@ -118,7 +118,12 @@ fn sim_rate(scenario: &'static dyn Scenario, o: &BenchOptions) -> Result<(u64, u
                         // Judged exactly as `fencesim run` judges (every store property and
                         // the scenario's checks); only the report's trace fingerprint is skipped.
                         let plan = sim_plan(scenario, &storm);
-                        let run = crate::world::run(scenario, store::Profile::of(storm.profile), plan)?;
+                        let run = crate::world::run(
+                            scenario,
+                            store::Profile::of(storm.profile),
+                            plan,
+                            &Default::default(),
+                        )?;
                         let expect = Expect { contiguous_seqs: scenario.contiguous_seqs(), ttl_ms: None };
                         let passed = run.scenario_violations.is_empty()
                             && judge(&run.history, &run.fin, expect).is_empty();

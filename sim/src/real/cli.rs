@@ -9,7 +9,7 @@ use std::time::Duration;
 use store::ProfileName;
 
 use crate::actors::soak::Surfaces;
-use crate::cli::{find_scenario, parse_profile};
+use crate::catalog::{find_scenario, parse_profile, usage};
 use crate::real::bench::{self, BenchOptions};
 use crate::real::killpoints;
 use crate::real::soak::{run_real, run_sim, RealSoakOptions, SimStorm};
@@ -115,11 +115,6 @@ pub struct BenchArgs {
     pub no_killpoints: bool,
     #[arg(long)]
     pub no_detection: bool,
-}
-
-fn usage(msg: String) -> i32 {
-    eprintln!("error: {msg}");
-    2
 }
 
 fn check_knobs(writers: u32, ttl_ms: u64) -> Result<(), String> {

@@ -22,7 +22,7 @@ use std::time::Duration;
 use store::{Crash, Env, FaultSite, LocalFuture, Moment, SqliteStore, SystemEnv};
 
 use crate::history::{current_call, LeaseRow, Recorder};
-use crate::real::clock::mono_ns;
+use crate::machine::mono_ns;
 
 /// A snapshot taken at a before-commit point, waiting for its after-commit point.
 struct Pending {
@@ -112,7 +112,7 @@ mod tests {
 
     use super::RealEnv;
     use crate::history::{OpKind, Recorder};
-    use crate::real::clock::mono_ns;
+    use crate::machine::mono_ns;
     use crate::recorded::{Caller, RecordedStore};
 
     #[test]

@@ -34,7 +34,7 @@ use store::{
     Profile, RunFilter, RunMeta, RunStatus, SqliteOptions, SqliteStore, StoreError, Synchronous, SystemEnv,
 };
 
-use crate::real::clock::{cpu_times, mono_ns};
+use crate::machine::{cpu_times, mono_ns};
 
 const RUN: &str = "RUN";
 /// The in-process table's ttl (a manual clock: any value is instant).

@@ -14,17 +14,17 @@
 //! madsim node with `crate::env::SimEnv` (virtual clock, virtual sleeps, the fault plan).
 //! The store (`store::SqliteStore`) is the same code in both; it never names a runtime.
 //!
-//! Modules: `clock` (the machine's monotonic clock and CPU accounting: the one place that
-//! reads them), `env` (the recording environment of a real writer), `files` (the soak
+//! Modules: `env` (the recording environment of a real writer), `files` (the soak
 //! directory's files and formats), `writer` (one writer process), `soak` (the real storm's
 //! parent and referee, and the simulated twin storm), `killpoints` (rulvar's kill-point
 //! table in process and with real SIGKILLs), `bench` (`fencesim bench-real`), `cli` (the
-//! subcommands' arguments). Writers and kill-point children are spawned, killed and reaped
-//! through `crate::child`, the module the foreign-store driver uses too.
+//! subcommands' arguments). The machine's monotonic clock and CPU accounting are
+//! `crate::machine`, the one place that reads them. Writers and kill-point children are
+//! spawned, killed and reaped through `crate::child`, the module the foreign-store driver
+//! uses too.
 
 pub mod bench;
 pub mod cli;
-pub mod clock;
 pub mod env;
 pub mod files;
 pub mod killpoints;

@@ -35,13 +35,14 @@ use store::ProfileName;
 
 use crate::actors::soak::{activity_of, ended_by_violation, referee, Activity, SoakEvent, Surfaces};
 use crate::child::{ChildProc, Stderr};
+use crate::history::FinalState;
 use crate::history::{return_event, History};
+use crate::machine::{cpu_times, mono_ns};
 use crate::oracle::{judge, Expect, Violation};
 use crate::plan::{ClockSpec, Plan, Swarm};
-use crate::real::clock::{cpu_times, mono_ns};
 use crate::real::files;
 use crate::runner::execute;
-use crate::world::{read_final, FinalState, Scenario};
+use crate::world::{read_final, Scenario};
 
 /// How to run one real storm.
 #[derive(Clone, Debug)]

@@ -20,7 +20,7 @@ use store::{Env, ProfileName, SqliteOptions};
 
 use crate::actors::soak::{SoakEvent, SoakHost, Surfaces, Writer, WriterSpec};
 use crate::history::{Call, Recorder};
-use crate::real::clock::mono_ns;
+use crate::machine::mono_ns;
 use crate::real::env::RealEnv;
 use crate::real::files;
 use crate::recorded::{Caller, RecordedStore};

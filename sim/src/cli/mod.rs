@@ -9,12 +9,15 @@
 //! scenario declares was met in fewer seeds than it requires: the sweep did not reach what
 //! it exists to test).
 
+pub mod compare;
+
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 use store::ProfileName;
 
+use crate::catalog::{find_scenario, parse_profile, usage};
 use crate::plan::Plan;
 use crate::report::{failure_text, timeline, trace_jsonl};
 use crate::runner::execute;
@@ -234,25 +237,6 @@ impl CiArgs {
     }
 }
 
-/// A usage error: printed, exit code 2.
-fn usage(msg: String) -> i32 {
-    eprintln!("error: {msg}");
-    2
-}
-
-pub fn find_scenario(catalog: &[&'static dyn Scenario], name: &str) -> Result<&'static dyn Scenario, String> {
-    catalog.iter().copied().find(|s| s.name() == name).ok_or_else(|| {
-        format!(
-            "unknown scenario {name:?}; known scenarios: {}",
-            catalog.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
-        )
-    })
-}
-
-pub fn parse_profile(name: &str) -> Result<ProfileName, String> {
-    name.parse::<ProfileName>().map_err(|e| e.to_string())
-}
-
 /// Entry point; returns the process exit code.
 pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
     // A closed pipe (`fencesim run ... | head`) ends the program quietly.
@@ -312,21 +296,19 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                 Err(e) => return usage(e),
             };
             let plan_file = plan.as_ref().map(|p| p.display().to_string());
-            let loaded = match &plan {
-                None => None,
-                Some(path) => match std::fs::read_to_string(path)
-                    .map_err(|e| format!("cannot read plan {}: {e}", path.display()))
-                    .and_then(|t| {
-                        serde_json::from_str::<Plan>(&t)
-                            .map_err(|e| format!("malformed plan {}: {e}", path.display()))
-                    }) {
-                    Ok(p) => Some(p),
-                    Err(e) => return usage(e),
-                },
+            let loaded = match plan.as_deref().map(Plan::read).transpose() {
+                Ok(p) => p,
+                Err(e) => return usage(e),
             };
-            crate::world::keep_db_of_next_run(keep_db);
             let same_plan = crate::foreign::active().and(loaded.clone());
-            let out = match execute(scenario, profile, seed, loaded, plan_file.as_deref()) {
+            let out = match crate::runner::execute_keeping_db(
+                scenario,
+                profile,
+                seed,
+                loaded,
+                plan_file.as_deref(),
+                keep_db,
+            ) {
                 Ok(o) => o,
                 Err(e) => return usage(e),
             };
@@ -354,7 +336,7 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                     match crate::foreign::with_store(None, || {
                         execute(scenario, profile, seed, same_plan, None)
                     }) {
-                        Ok(rust) => println!("{}", crate::foreign::compare::compare_line(&rust, &out)),
+                        Ok(rust) => println!("{}", compare::compare_line(&rust, &out)),
                         Err(e) => println!("same seed over the Rust store: harness error: {e}"),
                     }
                 }
@@ -482,9 +464,9 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                 determinism_every: 0,
                 progress: std::io::stderr().is_terminal(),
             };
-            let cpu_before = crate::real::clock::cpu_times();
+            let cpu_before = crate::machine::cpu_times();
             let report = sweep::run(scenario, &opts);
-            let cpu_s = crate::real::clock::cpu_times().since(&cpu_before).own_s;
+            let cpu_s = crate::machine::cpu_times().since(&cpu_before).own_s;
             print!("{}", report.summary_table());
             let peak = std::fs::read_to_string("/proc/self/status")
                 .ok()
@@ -605,12 +587,6 @@ struct ShrinkArgs {
     html: Option<PathBuf>,
 }
 
-fn read_plan(path: &std::path::Path) -> Result<Plan, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read plan {}: {e}", path.display())).and_then(
-        |t| serde_json::from_str::<Plan>(&t).map_err(|e| format!("malformed plan {}: {e}", path.display())),
-    )
-}
-
 fn shrink_command(catalog: &[&'static dyn Scenario], a: ShrinkArgs) -> i32 {
     use crate::shrink::{decision_line, shrink, witness_text, SameProperty, Target};
     let row = match a.finding.as_deref().map(|id| {
@@ -643,7 +619,7 @@ fn shrink_command(catalog: &[&'static dyn Scenario], a: ShrinkArgs) -> i32 {
         (None, None) => ProfileName::Current,
     };
     let start = match &a.plan {
-        Some(path) => match read_plan(path) {
+        Some(path) => match Plan::read(path) {
             Ok(p) => Some(p),
             Err(e) => return usage(e),
         },

@@ -20,9 +20,9 @@ use store::{
     JournalEntry, JournalStore, LeasableStore, Lease, RunMeta, RunStatus, StoreError, TranscriptStore,
 };
 
-use crate::history::under_grant;
-use crate::recorded::{RecordedStore, RecordedTranscripts};
-use crate::seed::{rng, Draw};
+use sim::history::under_grant;
+use sim::recorded::{RecordedStore, RecordedTranscripts};
+use sim::seed::{rng, Draw};
 
 /// The run every process deletes and recreates.
 pub const TOMB_RUN: &str = "tomb-run";
@@ -133,7 +133,7 @@ impl Tenant {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, StoreError>>,
     {
-        let started = crate::env::now_ns();
+        let started = sim::time::now_ns();
         let patience = self.shared.ttl_ms * 40 * 1_000_000;
         loop {
             match op().await {
@@ -142,7 +142,7 @@ impl Tenant {
                     return Answer::Refused
                 }
                 Err(StoreError::Busy { .. }) => {
-                    if crate::env::now_ns() - started >= patience {
+                    if sim::time::now_ns() - started >= patience {
                         return Answer::GaveUp;
                     }
                     let ms = 1 + (self.unit() * 3.0) as u64;

@@ -19,14 +19,18 @@ use std::any::Any;
 use std::rc::Rc;
 use std::time::Duration;
 
-use sim::actors::tombstone::{Tenant, TombShared};
+pub mod tenant;
+
+use sim::history::FinalState;
 use sim::history::History;
-use sim::oracle::goals::{required, Required};
 use sim::oracle::Violation;
 use sim::plan::{FaultProfile, Knobs, Plan};
 use sim::seed::{rng, Draw};
-use sim::world::{FinalState, NodeCtx, Scenario, WorldState};
+use sim::verdict::{required, Required};
+use sim::world::{NodeCtx, Scenario, WorldState};
 use store::{FaultPoint, LocalFuture};
+
+use tenant::{Tenant, TombShared};
 
 /// The scenario.
 pub struct Tombstone;
@@ -130,14 +134,14 @@ impl Scenario for Tombstone {
             let shared = shared(&world);
             let want = u64::from(world.plan.knobs.size);
             let cap = world.plan.knobs.cap_ms * 1_000_000;
-            let start = sim::env::now_ns();
+            let start = sim::time::now_ns();
             loop {
                 madsim::time::sleep(Duration::from_millis(50)).await;
                 let a = shared.activity.get();
                 if a.recreations >= want && a.cross_probes >= want {
                     break;
                 }
-                if sim::env::now_ns() - start >= cap {
+                if sim::time::now_ns() - start >= cap {
                     break;
                 }
             }

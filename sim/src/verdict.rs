@@ -1,0 +1,68 @@
+//! The verdict's vocabulary, below everything that judges or is judged: a violated
+//! property with its witness ([`Violation`]), what a scenario tells the oracle to expect
+//! ([`Expect`]), and a scenario's coverage requirement ([`Required`]). Scenarios and the
+//! world name these types; the oracle and the scenarios' own checks produce violations.
+
+use serde::Serialize;
+
+use crate::history::OpKind;
+
+/// One violated property with its witness.
+///
+/// `op` names the store operation of the offending call (`append`, `release`, `acquire`,
+/// ...) when the property can point at one call; finding rows match on property and op,
+/// so that, say, a stale release and a stale renew are told apart without any property
+/// knowing which flaw a profile has.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    pub property: &'static str,
+    pub witness: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub op: Option<&'static str>,
+    /// The offending call's id in the history, when there is one: where a witness
+    /// timeline can stop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call: Option<usize>,
+}
+
+impl Violation {
+    /// A violation that points at no single call.
+    pub fn new(property: &'static str, witness: String) -> Violation {
+        Violation { property, witness, op: None, call: None }
+    }
+
+    /// The same violation, naming the offending call (its operation and history id).
+    pub fn on(mut self, op: OpKind, call: usize) -> Violation {
+        self.op = Some(op.as_str());
+        self.call = Some(call);
+        self
+    }
+}
+
+/// Options from the scenario.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Expect {
+    pub contiguous_seqs: bool,
+    /// The lease ttl the stores were built with (judged by `grant_lasts_the_ttl`).
+    pub ttl_ms: Option<u64>,
+}
+
+/// A scenario's coverage requirement: a goal, and the share of a sweep's seeds (per mille)
+/// that must meet it. A sweep of `n` seeds needs `ceil(permille * n / 1000)` of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Required {
+    pub goal: &'static str,
+    pub permille: u32,
+}
+
+impl Required {
+    /// The seeds a sweep of `seeds` seeds must meet the goal in.
+    pub fn seeds_needed(permille: u32, seeds: u64) -> u64 {
+        (u64::from(permille) * seeds).div_ceil(1000)
+    }
+}
+
+/// `goal` must be met in at least `permille` per mille of a sweep's seeds.
+pub const fn required(goal: &'static str, permille: u32) -> Required {
+    Required { goal, permille }
+}

@@ -1,0 +1,245 @@
+//! The state of one run that its nodes, its fault hook and its supervisor share: the plan's
+//! decisions by (node, point, occurrence), how often each node reached each point, the
+//! recorder, which nodes are alive in which incarnation, the kill and restart of a node,
+//! the call budget, and an observer connection that reads committed state. Single-threaded
+//! (madsim runs a run on one thread); built by [`crate::world`], read by [`crate::env`].
+
+use std::any::Any;
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::Duration;
+
+use futures::channel::mpsc;
+use futures::StreamExt;
+use rusqlite::{Connection, OptionalExtension};
+use store::{FaultPoint, Profile};
+
+use crate::history::{Event, LeaseRow, Recorder};
+use crate::plan::{Action, Plan};
+use crate::time::now_ns;
+
+/// The most store calls one run may make. A storm makes hundreds and the busiest engine
+/// scenario a few thousand; a system under test that livelocks (every call refused at once,
+/// so virtual time never advances) would otherwise grow its history until memory runs out.
+/// Reaching the budget freezes every node and ends the run, and the oracle reports it.
+pub const CALL_BUDGET: usize = 100_000;
+
+/// The state of one run, shared by the nodes and the supervisor (single-threaded).
+pub struct WorldState {
+    pub plan: Plan,
+    pub profile: Profile,
+    pub recorder: Recorder,
+    pub shared: Rc<dyn Any>,
+    pub db_path: PathBuf,
+    pub(crate) table: BTreeMap<(u32, FaultPoint, u32), Action>,
+    /// A derived plan's decisions, drawn as the run reaches them (instead of `table`).
+    pub(crate) lazy: Option<crate::plan::LazyDecisions>,
+    /// How often each node reached each point: `node * FaultPoint::ALL.len() + point.index()`.
+    pub(crate) occurrences: RefCell<Vec<u32>>,
+    /// Count occurrences even for a plan without decisions (`explore` needs the reached
+    /// (node, point, occurrence) triples of every run).
+    pub(crate) count_always: bool,
+    /// Per slot as `occurrences`: the last occurrence reached while faults were on (the
+    /// occurrences a decision could fire at).
+    pub(crate) armed: RefCell<Vec<u32>>,
+    /// Per slot: the occurrences reached when the last decision fired (the reached triples
+    /// after it are those past these counts).
+    pub(crate) at_last_fire: RefCell<Vec<u32>>,
+    pub(crate) observer: RefCell<Option<Connection>>,
+    pub faults_on: Cell<bool>,
+    /// Set once the run has made [`CALL_BUDGET`] store calls: every later call hangs, and
+    /// the run ends (see `drive`).
+    pub exhausted: Cell<bool>,
+    pub(crate) exhausted_tx: RefCell<Option<futures::channel::oneshot::Sender<()>>>,
+    pub(crate) exhausted_rx: RefCell<Option<futures::channel::oneshot::Receiver<()>>>,
+    pub incarnations: RefCell<Vec<u32>>,
+    pub alive: RefCell<Vec<bool>>,
+    pub node_ids: RefCell<Vec<madsim::task::NodeId>>,
+    pub(crate) restart_tx: RefCell<Option<mpsc::UnboundedSender<(u32, u64)>>>,
+    pub(crate) restart_rx: RefCell<Option<mpsc::UnboundedReceiver<(u32, u64)>>>,
+}
+
+impl WorldState {
+    /// The plan's action for the node's next occurrence of `point`, if any.
+    pub fn decide(&self, node: u32, point: FaultPoint) -> Option<Action> {
+        // A plan without decisions (a faultless run) never fires: skip the counting, unless
+        // the caller asked for the reached occurrences.
+        if !self.count_always && self.table.is_empty() && self.lazy.as_ref().is_none_or(|l| l.is_empty()) {
+            return None;
+        }
+        let mut occ = self.occurrences.borrow_mut();
+        let slot = node as usize * FaultPoint::ALL.len() + point.index();
+        if occ.len() <= slot {
+            occ.resize(slot + 1, 0);
+        }
+        occ[slot] += 1;
+        let n = occ[slot];
+        drop(occ);
+        if !self.faults_on.get() {
+            return None;
+        }
+        if let Some(a) = self.armed.borrow_mut().get_mut(slot) {
+            *a = n;
+        }
+        let action = match &self.lazy {
+            Some(lazy) => lazy.decide(node, point, n),
+            None => self.table.get(&(node, point, n)).copied(),
+        };
+        if action.is_some() && self.count_always {
+            self.at_last_fire.borrow_mut().clone_from(&self.occurrences.borrow());
+        }
+        action
+    }
+
+    /// Whether the run is over its call budget; the first time, record why and wake `drive`.
+    pub fn over_budget(&self) -> bool {
+        if self.exhausted.get() {
+            return true;
+        }
+        let calls = self.recorder.inner.borrow().calls.len();
+        if calls < CALL_BUDGET {
+            return false;
+        }
+        self.exhausted.set(true);
+        self.recorder.inner.borrow_mut().exhausted = Some(format!(
+            "the run made {calls} store calls by t={:.3}s without reaching its end (virtual time stalled or the workload livelocked)",
+            now_ns() as f64 / 1e9
+        ));
+        if let Some(tx) = self.exhausted_tx.borrow_mut().take() {
+            let _ = tx.send(());
+        }
+        true
+    }
+
+    /// The run's lease row right now, read through the observer connection.
+    pub fn observe_lease(&self, run_id: &str) -> Option<LeaseRow> {
+        let obs = self.observer.borrow();
+        let conn = obs.as_ref()?;
+        conn.prepare_cached("SELECT owner, epoch, expires_at FROM leases WHERE run_id = ?1")
+            .and_then(|mut s| {
+                s.query_row([run_id], |r| {
+                    Ok(LeaseRow {
+                        owner: r.get(0)?,
+                        epoch: r.get::<_, i64>(1)? as u64,
+                        expires_at: r.get(2)?,
+                    })
+                })
+                .optional()
+            })
+            .ok()
+            .flatten()
+    }
+
+    /// Every meta row's (run id, status) right now, through the observer connection
+    /// (empty when the schema is not up yet).
+    pub fn observe_statuses(&self) -> Vec<(String, String)> {
+        let obs = self.observer.borrow();
+        let Some(conn) = obs.as_ref() else { return Vec::new() };
+        let rows =
+            conn.prepare_cached("SELECT run_id, payload FROM meta ORDER BY run_id").and_then(|mut s| {
+                s.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            });
+        rows.unwrap_or_default()
+            .into_iter()
+            .map(|(run, payload)| {
+                let status = store::RunMeta::from_json(&payload)
+                    .map_or("unreadable".to_string(), |m| m.status.to_string());
+                (run, status)
+            })
+            .collect()
+    }
+
+    /// Wait (bounded, 20 s of virtual time) until every live node has reported done in
+    /// `done` (indexed by node): the end of a storm lets tenures finish instead of cutting them.
+    pub async fn wait_for_nodes(&self, done: &RefCell<Vec<bool>>) {
+        for _ in 0..2000 {
+            let finished = {
+                let alive = self.alive.borrow();
+                let done = done.borrow();
+                alive.iter().zip(done.iter()).all(|(a, d)| !a || *d)
+            };
+            if finished {
+                break;
+            }
+            madsim::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Restart every dead node now (the heal).
+    pub fn restart_all(&self) {
+        let n = self.alive.borrow().len() as u32;
+        for i in 0..n {
+            self.restart(i);
+        }
+    }
+
+    /// The calling node dies here; the supervisor restarts it later.
+    pub fn crash_self(&self, node: u32, restart_after_ms: u64) {
+        self.alive.borrow_mut()[node as usize] = false;
+        let id = self.node_ids.borrow()[node as usize];
+        self.recorder.event(Event {
+            at_ns: now_ns(),
+            node: Some(node),
+            epoch: None,
+            op: "CRASH".into(),
+            outcome: format!("restart in {restart_after_ms}ms"),
+            fault: String::new(),
+            call: None,
+        });
+        if let Some(tx) = self.restart_tx.borrow().as_ref() {
+            let _ = tx.unbounded_send((node, restart_after_ms));
+        }
+        madsim::runtime::Handle::current().kill(id);
+    }
+
+    /// Restart requests from crashed nodes; the supervisor drives them with
+    /// [`WorldState::restart_loop`].
+    /// Holds the world only weakly, so a run's state is freed with the run even when the
+    /// runtime keeps a pending timer.
+    pub async fn restart_loop(self: Rc<WorldState>) {
+        let Some(mut rx) = self.restart_rx.borrow_mut().take() else { return };
+        let weak = Rc::downgrade(&self);
+        drop(self);
+        while let Some((node, after_ms)) = rx.next().await {
+            let w = weak.clone();
+            madsim::task::spawn_local(async move {
+                madsim::time::sleep(Duration::from_millis(after_ms)).await;
+                if let Some(w) = w.upgrade() {
+                    w.restart(node);
+                }
+            });
+        }
+    }
+
+    /// Restart a node now (its init re-runs with the next incarnation).
+    pub fn restart(&self, node: u32) {
+        if self.alive.borrow()[node as usize] {
+            return;
+        }
+        self.incarnations.borrow_mut()[node as usize] += 1;
+        self.alive.borrow_mut()[node as usize] = true;
+        self.recorder.event(Event {
+            at_ns: now_ns(),
+            node: Some(node),
+            epoch: None,
+            op: "RESTART".into(),
+            outcome: format!("incarnation {}", self.incarnations.borrow()[node as usize]),
+            fault: String::new(),
+            call: None,
+        });
+        let id = self.node_ids.borrow()[node as usize];
+        madsim::runtime::Handle::current().restart(id);
+    }
+
+    /// Kill every node (end of run). Await at least 1ms afterwards: drops are lazy.
+    pub fn kill_all(&self) {
+        let ids = self.node_ids.borrow().clone();
+        for (i, id) in ids.into_iter().enumerate() {
+            self.alive.borrow_mut()[i] = false;
+            madsim::runtime::Handle::current().kill(id);
+        }
+    }
+}
