@@ -1,4 +1,4 @@
-//! `kill-points`: rulvar's kill-point table (engine-model.md section 9) on simulated
+//! `kill-points`: rulvar's kill-point table (docs/engine-model.md 9) on simulated
 //! processes. Each row is data: a workflow, a write matcher, which matching write, and
 //! whether the process dies just before or just after it. Row i runs on its own node: the
 //! node starts the run under its own engine-owned lease and is killed at exactly that write

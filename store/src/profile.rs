@@ -1,8 +1,9 @@
 //! Flaw profiles: the historical store and engine behaviours, as data passed at
 //! construction (never a cargo feature, never a global).
 //!
-//! Each profile restores exactly the switches of rulvar's release it is named after (the
-//! table in section 9 of the store contract). The flawed and the fixed path sit side by
+//! Each profile restores the switches of rulvar's release it is named after (the table of
+//! docs/store-contract.md 9), plus fencesim's own `retention_rechecks`, on only in
+//! `current` (docs/engine-model.md P). The flawed and the fixed path sit side by
 //! side in the store code behind these switches, so a reader sees both. The harness must
 //! catch every flawed profile with its generic oracle and find nothing under `current`.
 
@@ -173,7 +174,8 @@ pub struct Profile {
 pub const BOOT_BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
 
 impl Profile {
-    /// The switches of a named profile, exactly as the contract's table sets them.
+    /// The switches of a named profile, as docs/store-contract.md 9 sets them, plus
+    /// `retention_rechecks` (fencesim's; docs/engine-model.md P).
     pub const fn of(name: ProfileName) -> Profile {
         let bounded = BootRetry::Bounded { deadline: BOOT_BUSY_TIMEOUT };
         match name {

@@ -2,7 +2,7 @@
 //! segment at the k-th hit of every engine fault point and before/after the k-th write of
 //! every kill-point matcher, then resume once with another owner. Recovery must always end
 //! in meta `ok`, the exact value, exactly one `ok` run_settle, contiguous seqs, and no paid
-//! call for an op whose ok terminal was already durable (M7.1).
+//! call for an op whose ok terminal was already durable (docs/engine-model.md M7.1).
 
 mod engine_support;
 

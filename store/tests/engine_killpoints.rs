@@ -1,4 +1,4 @@
-//! The ten kill-point rows of engine-model.md 9.2, in process, over the in-memory store and
+//! The ten kill-point rows of docs/engine-model.md 9.2 (referee procedure 9.1), in process, over the in-memory store and
 //! over SqliteStore (a second connection plays the referee process). The child's store is
 //! wrapped in a kill switch that "SIGKILLs" before or after the k-th matching write; the
 //! engine must stop dead there. The referee waits out the ttl, resumes with another owner,

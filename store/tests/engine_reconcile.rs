@@ -1,4 +1,4 @@
-//! The reconciler: every row of the engine-model.md 7.1 decision table, and the promise that
+//! The reconciler: every row of the docs/engine-model.md 7.1 decision table, and the promise that
 //! `reconcile_run_meta` rewrites only `status` and `updatedAt`.
 
 mod engine_support;

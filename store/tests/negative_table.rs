@@ -1,6 +1,6 @@
 //! The negative table: for every flaw profile, which conformance checks must FAIL and
-//! which must PASS, derived from section 9 of the store contract (and section 4 for the F3
-//! interleave checks). Both directions are asserted for every (profile, check) pair; the
+//! which must PASS, derived from docs/store-contract.md 9 (what each release exposes),
+//! 1.2-1.7 (which check defines which rule) and 4 (the F3 interleave checks, fencesim's ids). Both directions are asserted for every (profile, check) pair; the
 //! observed table is printed (`cargo test -p store --test negative_table -- --nocapture`).
 
 use futures::executor::block_on;

@@ -1,8 +1,8 @@
-//! The oracle's own reading of the store and engine contracts (store-contract.md,
-//! engine-model.md), written from those documents and not from the store crate: payload
-//! views decoded from plain JSON, `metaMatchesFilter`, terminal statuses, the run of a blob
-//! ref, the last `run_settle`, the reconciler's audit table (engine-model.md 7.1), the
-//! checkpoint blob format (4.2, 4.4) and the journal keys of a workflow's ops.
+//! The oracle's own reading of the store and engine contracts (docs/store-contract.md,
+//! docs/engine-model.md), written from those documents and not from the store crate:
+//! payload views decoded from plain JSON, `metaMatchesFilter`, terminal statuses, the run of
+//! a blob ref, the last `run_settle`, the reconciler's audit table (docs/engine-model.md
+//! 7.1), the checkpoint blob format (4.2, 4.4) and the journal keys of a workflow's ops.
 //!
 //! Promise: nothing here calls the system under test. From `store` it reads only plain data
 //! (`RunFilter` and `RunStatus` values, `Op`/`Workflow` as data, the settle's decision-type
@@ -15,7 +15,7 @@ use serde_json::Value;
 use store::engine::{Op, RUN_SETTLE_DECISION_TYPE};
 use store::{RunFilter, RunStatus};
 
-/// A run status as meta records it (engine-model.md 3.1): `running` and `suspended` are
+/// A run status as meta records it (docs/engine-model.md 3.1): `running` and `suspended` are
 /// resumable, the other four terminal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Status {
@@ -77,7 +77,7 @@ impl fmt::Display for Status {
 const SAFE_INTEGER_MAX: u64 = (1 << 53) - 1;
 
 /// A run id (and each blob-ref segment) is one safe path segment: `[A-Za-z0-9._-]+`, not
-/// `.` or `..` (store-contract.md T5).
+/// `.` or `..` (docs/store-contract.md 1.5, T5).
 fn safe_segment(s: &str) -> bool {
     !s.is_empty()
         && s != "."
@@ -101,7 +101,7 @@ fn text(v: &Value) -> Option<String> {
     v.as_str().map(str::to_string)
 }
 
-/// The oracle's view of a meta record (`RunMeta`, store-contract.md 1.1): an opaque JSON
+/// The oracle's view of a meta record (`RunMeta`, docs/store-contract.md 1.1): an opaque JSON
 /// record keyed by `runId` with a `status`, plus the optional fields the properties read.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MetaView {
@@ -143,7 +143,7 @@ impl MetaView {
     }
 }
 
-/// The oracle's view of a journal entry (engine-model.md 8.1): the envelope fields the
+/// The oracle's view of a journal entry (docs/engine-model.md 8.1): the envelope fields the
 /// properties read, and the whole entry as written.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EntryView {
@@ -179,7 +179,7 @@ impl EntryView {
     }
 }
 
-/// `metaMatchesFilter` (store-contract.md 1.3): `status` and `statuses` combine as
+/// `metaMatchesFilter` (docs/store-contract.md 1.3): `status` and `statuses` combine as
 /// either-matches (`statuses: []` alone matches nothing), `name` is equality, `tags` is
 /// all-of, and an empty filter matches everything.
 pub fn filter_matches(filter: &RunFilter, meta: &MetaView) -> bool {
@@ -193,7 +193,7 @@ pub fn filter_matches(filter: &RunFilter, meta: &MetaView) -> bool {
     honours_name_and_tags(filter, meta)
 }
 
-/// What a `listRuns` result must honour exactly (store-contract.md 1.2, meta separation):
+/// What a `listRuns` result must honour exactly (docs/store-contract.md 1.2, meta separation):
 /// `status` (when no `statuses` widens it), `name` and `tags`. A `statuses` filter may
 /// return a superset, so it is not part of the strict test.
 pub fn filter_excludes_strictly(filter: &RunFilter, meta: &MetaView) -> bool {
@@ -222,7 +222,7 @@ fn honours_name_and_tags(filter: &RunFilter, meta: &MetaView) -> bool {
     true
 }
 
-/// The run a blob ref belongs to: its first `/`-separated segment (engine-model.md M1).
+/// The run a blob ref belongs to: its first `/`-separated segment (docs/engine-model.md M1).
 pub fn run_of_ref(blob_ref: &str) -> &str {
     match blob_ref.find('/') {
         Some(i) => &blob_ref[..i],
@@ -230,7 +230,7 @@ pub fn run_of_ref(blob_ref: &str) -> &str {
     }
 }
 
-/// The running seq of a checkpoint ref `<runId>/ckpt/<runningSeq>` (engine-model.md 4.1).
+/// The running seq of a checkpoint ref `<runId>/ckpt/<runningSeq>` (docs/engine-model.md 4.1).
 pub fn checkpoint_seq(blob_ref: &str) -> Option<u64> {
     let mut parts = blob_ref.splitn(3, '/');
     let _run = parts.next()?;
@@ -240,7 +240,7 @@ pub fn checkpoint_seq(blob_ref: &str) -> Option<u64> {
     parts.next()?.parse().ok()
 }
 
-/// The status a `run_settle` decision records (engine-model.md 3.3): a `decision` whose
+/// The status a `run_settle` decision records (docs/engine-model.md 3.3): a `decision` whose
 /// value has `decisionType: run_settle` and a status word in `runStatus`.
 pub fn settle_status(e: &EntryView) -> Option<Status> {
     if e.kind != "decision"
@@ -251,14 +251,14 @@ pub fn settle_status(e: &EntryView) -> Option<Status> {
     Status::from_word(e.value.get("runStatus")?.as_str()?)
 }
 
-/// `lastRunSettle` (engine-model.md 7.1): scanning backwards, the last settle whose
+/// `lastRunSettle` (docs/engine-model.md 7.1): scanning backwards, the last settle whose
 /// `runStatus` is a recognised outcome (3.1: ok, error, cancelled, exhausted, suspended;
 /// `running` is never an outcome), with its seq.
 pub fn last_run_settle(entries: &[EntryView]) -> Option<(u64, Status)> {
     entries.iter().rev().find_map(|e| settle_status(e).filter(|&s| s != Status::Running).map(|s| (e.seq, s)))
 }
 
-/// The reconciler's classification of a run (engine-model.md 7.1).
+/// The reconciler's classification of a run (docs/engine-model.md 7.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
     Consistent,
@@ -277,7 +277,7 @@ pub struct Audit {
 }
 
 /// A dispatch no entry references: a `running` entry whose seq no entry's `ref` names
-/// (engine-model.md 7.1, 8.3).
+/// (docs/engine-model.md 7.1, 8.3).
 fn dangling(e: &EntryView, all: &[EntryView]) -> bool {
     e.status == "running" && all.iter().all(|r| r.ref_seq != Some(e.seq))
 }
@@ -291,7 +291,7 @@ fn open_suspension(e: &EntryView, all: &[EntryView]) -> bool {
             .any(|r| matches!(r.kind.as_str(), "resolution" | "abandon") && r.ref_seq == Some(e.seq))
 }
 
-/// `auditRun`'s decision table (engine-model.md 7.1), as a pure function of the meta status
+/// `auditRun`'s decision table (docs/engine-model.md 7.1), as a pure function of the meta status
 /// (`None`: no row) and the whole journal.
 pub fn audit(meta: Option<Status>, entries: &[EntryView]) -> Audit {
     let open = entries.iter().filter(|e| open_suspension(e, entries)).count();
@@ -359,7 +359,7 @@ pub fn audit(meta: Option<Status>, entries: &[EntryView]) -> Audit {
     }
 }
 
-/// The `turns` a checkpoint blob records (engine-model.md 4.2, 4.4): byte 0 is the format
+/// The `turns` a checkpoint blob records (docs/engine-model.md 4.2, 4.4): byte 0 is the format
 /// byte `0x01`, the rest UTF-8 JSON of the state, an object with `v: 1`, non-negative
 /// integer counters `turns` and `toolCallsUsed`, and a `messages` array. Anything else is
 /// not a checkpoint (`None`: a boot would start from turn 0).

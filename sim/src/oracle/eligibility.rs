@@ -1,7 +1,7 @@
 //! Deletion and pruning eligibility. Retention deletes only runs whose meta is terminal,
-//! never a running or suspended run, whether or not anyone holds it (engine-model.md 5.4);
+//! never a running or suspended run, whether or not anyone holds it (docs/engine-model.md 5.2 step 3, 5.4; at apply time only with this model's re-check, P);
 //! `pruneRun` deletes only the checkpoints of `ok` agent terminals that no other entry
-//! mentions (engine-model.md 6.2). Both are judged from the apply-ordered history against
+//! mentions (docs/engine-model.md 6.2). Both are judged from the apply-ordered history against
 //! the oracle's own replay of each run's journal and meta, read as plain JSON.
 //!
 //! Only deletions an engine identity made are judged (`args.actor`, recorded by

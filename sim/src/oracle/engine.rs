@@ -1178,7 +1178,7 @@ mod tests {
             self.fin.entries.entry(run.into()).or_default().push(e.to_string());
         }
         fn ckpt(&mut self, node: u32, l: &Lease, run: &str, dispatch: u64, turns: u32) {
-            // The checkpoint blob format of engine-model.md 4.2: 0x01, then the state's JSON.
+            // The checkpoint blob format of docs/engine-model.md 4.2: 0x01, then the state's JSON.
             let mut bytes = vec![0x01];
             let state = json!({"v": 1, "turns": turns, "toolCallsUsed": turns, "messages": []});
             bytes.extend(state.to_string().into_bytes());

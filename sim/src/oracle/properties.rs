@@ -486,7 +486,7 @@ fn rejected_call_changed_nothing(j: &Judged, out: &mut Vec<Violation>) {
 
 /// The serial state the reads are judged against: each run's entries and meta record as
 /// the oracle decoded them from the applied payloads. A read result is compared by its JSON
-/// shape: the contract's round trip (store-contract.md A4, meta separation) says a store
+/// shape: the contract's round trip (docs/store-contract.md 1.2: A4, meta separation) says a store
 /// hands back exactly what was written.
 #[derive(Default)]
 struct ReadModel {

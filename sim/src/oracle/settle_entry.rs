@@ -1,5 +1,5 @@
 //! The `run_settle` entry's own fields, judged against the segment that wrote it. The reconciler
-//! and every later boot read these fields (engine-model.md 3.3): `runStatus` is the status the
+//! and every later boot read these fields (docs/engine-model.md 3.3; the reconciler's read: 7.1): `runStatus` is the status the
 //! segment settled with, `segment` is its number (`segmentsBefore + 1`, the value its boot meta
 //! write set), and the key is the one constant settle key. A wrong value is otherwise invisible
 //! until a later boot or audit trips on it.

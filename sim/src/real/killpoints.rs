@@ -1,4 +1,4 @@
-//! rulvar's kill-point table (store-contract.md section 8, engine-model.md 9.2), twice:
+//! rulvar's kill-point table (docs/engine-model.md 9: setup 9.1, rows 9.2), twice:
 //!
 //! - **real**: a child process (`fencesim kill-child`, hidden) drives the engine model over
 //!   its own `SqliteStore` with the real clock (store::SystemEnv) and announces every paid

@@ -1,4 +1,4 @@
-//! The F3 interleave checks (store contract section 4): a takeover cannot land between a
+//! The F3 interleave checks (docs/store-contract.md 4): a takeover cannot land between a
 //! fence check and its mutation, for append, release, renew and blob put.
 //!
 //! How: store B is opened first on a shared manual clock; store A is opened with

@@ -1,7 +1,7 @@
 //! rulvar's `journalStoreConformance`: A1 atomicity, A2 total order, A3 read-your-writes,
 //! A4 opaque payload, A5 monotonic seq (sequential and raced), and meta separation.
 //!
-//! Promise: each check follows the steps of section 1.2 of the store contract and needs
+//! Promise: each check follows the steps of docs/store-contract.md 1.2 and needs
 //! nothing but the journal and meta-lookup surfaces (leases are never used here).
 
 use std::collections::BTreeSet;

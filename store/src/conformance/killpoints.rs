@@ -1,4 +1,4 @@
-//! rulvar's kill-point table (engine-model.md section 9, `packages/store-conformance/src/
+//! rulvar's kill-point table (docs/engine-model.md 9, `packages/store-conformance/src/
 //! kill-points.ts`), as data: the write matchers and the ten rows with the paid calls and
 //! tool runs each pins. Every harness that plays the table uses these: the in-process
 //! engine tests, the simulator's `kill-points` scenario, and the real-process table.
@@ -123,7 +123,7 @@ const fn limit(name: &'static str, before: bool, resume: (u32, u32), limits: usi
     }
 }
 
-/// rulvar's ten rows (engine-model.md 9.2).
+/// rulvar's ten rows (docs/engine-model.md 9.2).
 pub const ROWS: [KillRow; 10] = [
     happy("happy-running-before", Matcher::Running, 2, true, (1, 0), (1, 0)),
     happy("happy-running-after", Matcher::Running, 2, false, (1, 0), (1, 0)),

@@ -2,7 +2,7 @@
 //! execute with replay and checkpoints, settle, release), the host operations
 //! (`delete_run`, `prune_run`, `resolve_offline`), the queue worker and the reconciler.
 //!
-//! What it promises (engine-model.md M3/M4): with an engine-owned lease, acquire precedes
+//! What it promises (docs/engine-model.md M3, M4): with an engine-owned lease, acquire precedes
 //! every durable write; the boot `put_meta(running)` precedes every paid call; a `running`
 //! entry precedes its paid calls and a terminal follows the dispatch's last checkpoint save;
 //! the settle appends `run_settle` (write-on-change rule) strictly before the terminal meta
@@ -58,7 +58,7 @@ pub struct Outcome {
 }
 
 /// rulvar's `RunOptions`, as far as the store sees them: the `name` and `tags` a fresh run
-/// writes into its meta (engine-model.md 1.3). A resume passes no options, so a resumed
+/// writes into its meta (docs/engine-model.md 1.3). A resume passes no options, so a resumed
 /// segment's meta drops both.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RunOptions {

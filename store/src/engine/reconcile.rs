@@ -1,5 +1,5 @@
 //! The reconciler: rulvar's `auditRun`, `reconcileRunMeta` and `auditRuns`
-//! (engine-model.md 7.1-7.3).
+//! (docs/engine-model.md 7.1-7.3).
 //!
 //! Promise: `audit_run` is a read-only pure function of the meta row and the journal that
 //! implements exactly the 7.1 decision table. `reconcile_run_meta` rewrites only `status`
@@ -63,7 +63,7 @@ fn is_open_suspension(e: &JournalEntry, all: &[JournalEntry]) -> bool {
             .any(|r| matches!(r.kind.as_str(), "resolution" | "abandon") && r.ref_seq == Some(e.seq))
 }
 
-/// Classify one run (engine-model.md 7.1).
+/// Classify one run (docs/engine-model.md 7.1).
 pub async fn audit_run<J: JournalStore + MetaLookup>(
     store: &J,
     run_id: &str,

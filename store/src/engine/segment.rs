@@ -1,5 +1,5 @@
 //! One segment: boot, execute (replay, dispatch, checkpoints, suspension), drain, settle,
-//! release. This is M3 of engine-model.md.
+//! release. This is docs/engine-model.md M3.
 //!
 //! Promises, in order: (1) a resume reads meta and loads the journal before it acquires;
 //! (2) an engine-owned lease is acquired before any write (a refusal means zero writes and
@@ -228,7 +228,7 @@ where
 
         // A resume that acquires its own lease prepared from reads made before it held the
         // run: another segment may have booted in between (bumping `segments`), or a deletion
-        // may have removed the run. rulvar keeps that window (engine-model.md 1.2); this model
+        // may have removed the run. rulvar keeps that window (docs/engine-model.md 1.2; this model's re-read: P); this model
         // closes it as its queue worker does: it reads again under the lease, boots from the
         // run as it is now, and refuses a run that vanished (or was deleted and recreated: a
         // new genesis) since the prepare, so a resume racing a deletion never brings the run

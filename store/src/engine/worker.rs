@@ -1,4 +1,4 @@
-//! The queue worker (rulvar's `createWorker` sweep, engine-model.md 5.2-5.4): finds
+//! The queue worker (rulvar's `createWorker` sweep, docs/engine-model.md 5.2-5.4): finds
 //! resumable runs, drives each under its own lease, and applies retention to terminal ones.
 //!
 //! Promises: the worker acquires before it loads, and re-reads the run's meta under the lease
