@@ -563,3 +563,51 @@ pub fn run(catalog: &[&'static dyn Scenario], opts: &FindingsOptions) -> Result<
         current_clean: CurrentClean { seeds: opts.seeds, failures, scenarios: clean },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::OpKind;
+
+    /// A misspelled matcher would show up only as "not caught": every row's patterns must
+    /// name a property of the generic oracle (never a scenario's own check) and a store
+    /// operation that exists.
+    #[test]
+    fn every_matcher_names_a_generic_property_and_a_real_operation() {
+        let properties: Vec<&str> = crate::oracle::all_properties().map(|p| p.name).collect();
+        let ops: Vec<&str> = OpKind::ALL.iter().map(|o| o.as_str()).collect();
+        let mut checked = 0;
+        for row in FINDINGS {
+            assert!(!row.requires.is_empty(), "finding {} has no matcher", row.id);
+            for group in row.requires {
+                assert!(!group.is_empty(), "finding {} has an empty matcher group", row.id);
+                for m in *group {
+                    assert!(
+                        properties.contains(&m.property),
+                        "finding {} matches {:?}, which is not a property of the oracle",
+                        row.id,
+                        m.property
+                    );
+                    if let Some(op) = m.op {
+                        assert!(
+                            ops.contains(&op),
+                            "finding {} matches operation {op:?}, which does not exist",
+                            row.id
+                        );
+                    }
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= FINDINGS.len());
+    }
+
+    #[test]
+    fn property_names_are_unique() {
+        let mut names: Vec<&str> = crate::oracle::all_properties().map(|p| p.name).collect();
+        let n = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), n, "two properties share a name");
+    }
+}

@@ -117,6 +117,24 @@ pub enum OpKind {
 }
 
 impl OpKind {
+    /// Every operation, in declaration order.
+    pub const ALL: [OpKind; 14] = [
+        OpKind::Boot,
+        OpKind::Acquire,
+        OpKind::Renew,
+        OpKind::Release,
+        OpKind::Append,
+        OpKind::Load,
+        OpKind::PutMeta,
+        OpKind::GetMeta,
+        OpKind::ListRuns,
+        OpKind::Delete,
+        OpKind::BlobPut,
+        OpKind::BlobGet,
+        OpKind::BlobList,
+        OpKind::BlobDelete,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             OpKind::Boot => "boot",

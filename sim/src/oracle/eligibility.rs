@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::contract::{checkpoint_seq, EntryView, MetaView, Status};
 use super::model::{t, Judged};
-use super::{Expectation, Property, Violation};
+use super::{Expectation, Property, Witness};
 use crate::history::{describe_call, Call, OpKind};
 
 pub const ALL: &[Property] = &[
@@ -65,7 +65,7 @@ fn replay<'h>(j: &Judged<'h>, mut visit: impl FnMut(&'h Call, &[EntryView], Opti
     }
 }
 
-fn only_terminal_runs_deleted(j: &Judged, out: &mut Vec<Violation>) {
+fn only_terminal_runs_deleted(j: &Judged, out: &mut Vec<Witness>) {
     replay(j, |c, journal, status| {
         if c.op != OpKind::Delete || c.args.actor.is_none() {
             return;
@@ -77,24 +77,21 @@ fn only_terminal_runs_deleted(j: &Judged, out: &mut Vec<Violation>) {
             return;
         }
         out.push(
-            Violation::new(
-                "only_terminal_runs_deleted",
-                format!(
-                    "n{} ({})'s {} took effect at t={} while the run's meta was {} ({} journal entries)",
-                    c.node,
-                    c.args.actor.as_deref().unwrap_or(""),
-                    describe_call(c),
-                    t(Judged::applied_ns(c)),
-                    status.map_or("missing", Status::word),
-                    journal.len()
-                ),
-            )
+            Witness::new(format!(
+                "n{} ({})'s {} took effect at t={} while the run's meta was {} ({} journal entries)",
+                c.node,
+                c.args.actor.as_deref().unwrap_or(""),
+                describe_call(c),
+                t(Judged::applied_ns(c)),
+                status.map_or("missing", Status::word),
+                journal.len()
+            ))
             .on(c.op, c.id),
         );
     });
 }
 
-fn prune_only_spent_checkpoints(j: &Judged, out: &mut Vec<Violation>) {
+fn prune_only_spent_checkpoints(j: &Judged, out: &mut Vec<Witness>) {
     replay(j, |c, journal, _| {
         if c.op != OpKind::BlobDelete || c.args.actor.is_none() {
             return;
@@ -137,16 +134,13 @@ fn prune_only_spent_checkpoints(j: &Judged, out: &mut Vec<Violation>) {
         };
         if let Some(why) = why {
             out.push(
-                Violation::new(
-                    "prune_only_spent_checkpoints",
-                    format!(
-                        "n{} ({})'s {} at t={} deleted a checkpoint that is not spent: {why}",
-                        c.node,
-                        c.args.actor.as_deref().unwrap_or(""),
-                        describe_call(c),
-                        t(Judged::applied_ns(c))
-                    ),
-                )
+                Witness::new(format!(
+                    "n{} ({})'s {} at t={} deleted a checkpoint that is not spent: {why}",
+                    c.node,
+                    c.args.actor.as_deref().unwrap_or(""),
+                    describe_call(c),
+                    t(Judged::applied_ns(c))
+                ))
                 .on(c.op, c.id),
             );
         }
@@ -197,7 +191,7 @@ mod tests {
         call(id, OpKind::BlobDelete, Args { blob_ref: Some(r.into()), ..Args::default() })
     }
 
-    fn judge(calls: Vec<Call>, p: fn(&Judged, &mut Vec<Violation>)) -> Vec<Violation> {
+    fn judge(calls: Vec<Call>, p: fn(&Judged, &mut Vec<Witness>)) -> Vec<Witness> {
         testkit::judge(&testkit::history(calls), p)
     }
 

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use super::model::{staleness, t, walk_grants, who, Judged};
-use super::{Expectation, Property, Violation};
+use super::{Expectation, Property, Witness};
 use crate::history::{describe_call, LeaseRow, OpKind, Outcome};
 
 /// The end-state properties, in report order.
@@ -50,7 +50,7 @@ fn row_text(r: Option<&LeaseRow>) -> String {
     }
 }
 
-fn lease_rows_are_last_live_grants(j: &Judged, out: &mut Vec<Violation>) {
+fn lease_rows_are_last_live_grants(j: &Judged, out: &mut Vec<Witness>) {
     if j.fin.missing_schema {
         return;
     }
@@ -102,14 +102,11 @@ fn lease_rows_are_last_live_grants(j: &Judged, out: &mut Vec<Violation>) {
                 t(Judged::applied_ns(c))
             )
         });
-        let mut v = Violation::new(
-            "lease_rows_are_last_live_grants",
-            format!(
-                "run {run}: the final lease row is {} where the applied history leaves {}{since}",
-                row_text(have),
-                row_text(want)
-            ),
-        );
+        let mut v = Witness::new(format!(
+            "run {run}: the final lease row is {} where the applied history leaves {}{since}",
+            row_text(have),
+            row_text(want)
+        ));
         if let Some(c) = last.and_then(|id| j.history.calls.get(id)) {
             v = v.on(c.op, c.id);
         }
@@ -117,7 +114,7 @@ fn lease_rows_are_last_live_grants(j: &Judged, out: &mut Vec<Violation>) {
     }
 }
 
-fn epochs_row_is_high_water(j: &Judged, out: &mut Vec<Violation>) {
+fn epochs_row_is_high_water(j: &Judged, out: &mut Vec<Witness>) {
     if j.fin.missing_schema {
         return;
     }
@@ -141,14 +138,11 @@ fn epochs_row_is_high_water(j: &Judged, out: &mut Vec<Violation>) {
             continue;
         }
         let show = |e: Option<u64>| e.map_or("no row".to_string(), |e| format!("epoch {e}"));
-        let mut v = Violation::new(
-            "epochs_row_is_high_water",
-            format!(
-                "run {run}: the final epochs row holds {} but the highest epoch ever granted is {}",
-                show(have),
-                show(want)
-            ),
-        );
+        let mut v = Witness::new(format!(
+            "run {run}: the final epochs row holds {} but the highest epoch ever granted is {}",
+            show(have),
+            show(want)
+        ));
         if let Some(c) = high.get(run).and_then(|(_, id)| j.history.calls.get(*id)) {
             v = v.on(c.op, c.id);
         }
@@ -156,7 +150,7 @@ fn epochs_row_is_high_water(j: &Judged, out: &mut Vec<Violation>) {
     }
 }
 
-fn release_and_delete_clear_the_lease(j: &Judged, out: &mut Vec<Violation>) {
+fn release_and_delete_clear_the_lease(j: &Judged, out: &mut Vec<Witness>) {
     walk_grants(j, |c, g| {
         let Some(a) = &c.applied else { return };
         let clears = match c.op {
@@ -166,37 +160,31 @@ fn release_and_delete_clear_the_lease(j: &Judged, out: &mut Vec<Violation>) {
         };
         if clears && a.lease_row.is_some() {
             out.push(
-                Violation::new(
-                    "release_and_delete_clear_the_lease",
-                    format!(
-                        "run {}: the {} of {} committed at t={} and left the lease row {}",
-                        c.run_id,
-                        describe_call(c),
-                        who(c),
-                        t(a.at_ns),
-                        row_text(a.lease_row.as_ref())
-                    ),
-                )
+                Witness::new(format!(
+                    "run {}: the {} of {} committed at t={} and left the lease row {}",
+                    c.run_id,
+                    describe_call(c),
+                    who(c),
+                    t(a.at_ns),
+                    row_text(a.lease_row.as_ref())
+                ))
                 .on(c.op, c.id),
             );
         }
     });
 }
 
-fn schema_survives(j: &Judged, out: &mut Vec<Violation>) {
+fn schema_survives(j: &Judged, out: &mut Vec<Witness>) {
     if !j.fin.missing_schema {
         return;
     }
     if let Some(c) = j.history.calls.iter().find(|c| c.op == OpKind::Boot && c.outcome.is_ok()) {
         out.push(
-            Violation::new(
-                "schema_survives",
-                format!(
-                    "n{} constructed its store at t={} but the database has no schema at the end",
-                    c.node,
-                    t(c.invoked_ns)
-                ),
-            )
+            Witness::new(format!(
+                "n{} constructed its store at t={} but the database has no schema at the end",
+                c.node,
+                t(c.invoked_ns)
+            ))
             .on(c.op, c.id),
         );
     }
@@ -244,12 +232,10 @@ mod tests {
         c
     }
 
-    fn judge(h: &History, fin: &FinalState, name: &str) -> Vec<Violation> {
+    fn judge(h: &History, fin: &FinalState, name: &str) -> Vec<crate::oracle::Violation> {
         let j = Judged::build(h, fin, Expect::default());
         let p = ALL.iter().find(|p| p.name == name).expect("property");
-        let mut out = Vec::new();
-        (p.check)(&j, &mut out);
-        out
+        p.judge(&j)
     }
 
     fn history(calls: Vec<Call>) -> History {

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::model::{t, Judged};
-use super::{Expectation, Property, Violation};
+use super::{Expectation, Property, Witness};
 use crate::history::{describe_call, Call, Fact, FactKind, OpKind, Outcome};
 
 /// The lost-lease properties.
@@ -102,7 +102,7 @@ fn work_of(f: &Fact) -> Option<(&str, &'static str, u64, u32)> {
     }
 }
 
-fn no_work_after_lease_lost(j: &Judged, out: &mut Vec<Violation>) {
+fn no_work_after_lease_lost(j: &Judged, out: &mut Vec<Witness>) {
     let segs = Segments::build(j);
     let mut reported: BTreeMap<SegmentKey, ()> = BTreeMap::new();
     for f in &j.history.facts {
@@ -116,9 +116,7 @@ fn no_work_after_lease_lost(j: &Judged, out: &mut Vec<Violation>) {
         }
         reported.insert(key, ());
         out.push(
-            Violation::new(
-                "no_work_after_lease_lost",
-                format!(
+            Witness::new(format!(
                     "run {run}: n{} ({})'s segment under epoch {} was refused at t={} ({} returned lease_held) yet {what} {turn} of dispatch {dispatch} at t={}",
                     f.node,
                     f.owner,
@@ -259,7 +257,7 @@ mod tests {
         }
     }
 
-    fn judge(h: &History) -> (Vec<Violation>, Vec<Window>) {
+    fn judge(h: &History) -> (Vec<Witness>, Vec<Window>) {
         let fin = FinalState::default();
         let j = Judged::build(h, &fin, Expect::default());
         let mut out = Vec::new();

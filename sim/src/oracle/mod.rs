@@ -30,7 +30,7 @@ pub mod threading;
 
 use serde::Serialize;
 
-use crate::history::{FinalState, History};
+use crate::history::{FinalState, History, OpKind};
 pub use crate::verdict::{Expect, Violation};
 
 /// Whether a property must hold always, eventually (after the heal), or is a coverage goal.
@@ -50,7 +50,46 @@ pub struct Property {
     pub claim: &'static str,
     /// What it does not check.
     pub not_checked: &'static str,
-    pub check: fn(&model::Judged, &mut Vec<Violation>),
+    /// Reports each breach as a witness; [`Property::judge`] stamps this property's name on
+    /// it, so a name is written once, here.
+    pub check: fn(&model::Judged, &mut Vec<Witness>),
+}
+
+impl Property {
+    /// Run the check over one judged run: its violations, each named for this property.
+    pub fn judge(&self, judged: &model::Judged) -> Vec<Violation> {
+        let mut witnesses = Vec::new();
+        (self.check)(judged, &mut witnesses);
+        witnesses.into_iter().map(|w| w.named(self.name)).collect()
+    }
+}
+
+/// A breach as a check reports it: the witness in words and, when it can point at one,
+/// the offending call; the property it breaches is named by the table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Witness {
+    pub witness: String,
+    pub op: Option<&'static str>,
+    pub call: Option<usize>,
+}
+
+impl Witness {
+    /// A witness that points at no single call.
+    pub fn new(witness: String) -> Witness {
+        Witness { witness, op: None, call: None }
+    }
+
+    /// The same witness, naming the offending call (its operation and history id).
+    pub fn on(mut self, op: OpKind, call: usize) -> Witness {
+        self.op = Some(op.as_str());
+        self.call = Some(call);
+        self
+    }
+
+    /// The violation of `property` this witness shows.
+    pub fn named(self, property: &'static str) -> Violation {
+        Violation { property, witness: self.witness, op: self.op, call: self.call }
+    }
 }
 
 /// Every property: the store-level ones, the end-state ones, then the engine-level ones.
@@ -88,7 +127,7 @@ pub fn assess(history: &History, fin: &FinalState, expect: Expect) -> Assessment
     let judged = model::Judged::build(history, fin, expect);
     let mut out = Vec::new();
     for p in all_properties() {
-        (p.check)(&judged, &mut out);
+        out.extend(p.judge(&judged));
     }
     Assessment {
         violations: out,

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::contract::{filter_excludes_strictly, filter_matches, EntryView, MetaView};
 use super::model::{rejected, staleness, t, walk_grants, who, Judged};
-use super::{Expectation, Property, Violation};
+use super::{Expectation, Property, Witness};
 use crate::history::{describe_call, Call, OpKind, Read};
 
 /// Every store-level property, in report order.
@@ -110,17 +110,16 @@ fn op_name(c: &Call) -> String {
     describe_call(c)
 }
 
-fn no_stale_accept(j: &Judged, out: &mut Vec<Violation>) {
+fn no_stale_accept(j: &Judged, out: &mut Vec<Witness>) {
     walk_grants(j, |c, g| {
         if c.op == OpKind::Acquire {
             return;
         }
         if let Some(why) = staleness(c, g) {
             let l = c.lease.as_ref().map_or(0, |l| l.epoch.0);
-            out.push(Violation {
+            out.push(Witness {
                 op: Some(c.op.as_str()),
                 call: Some(c.id),
-                property: "no_stale_accept",
                 witness: format!(
                     "the {} of {} under epoch {l} took effect at t={} after {why}",
                     op_name(c),
@@ -140,7 +139,7 @@ fn short(s: &str) -> String {
     }
 }
 
-fn journal_equals_serial_history(j: &Judged, out: &mut Vec<Violation>) {
+fn journal_equals_serial_history(j: &Judged, out: &mut Vec<Witness>) {
     let r = j.replay();
     let mut runs: Vec<&String> = r.journal.keys().chain(j.fin.entries.keys()).collect();
     runs.sort();
@@ -148,7 +147,6 @@ fn journal_equals_serial_history(j: &Judged, out: &mut Vec<Violation>) {
     for run in runs {
         let model: &[&Call] = r.journal.get(run).map_or(&[], |v| v.as_slice());
         let actual: &[String] = j.fin.entries.get(run).map_or(&[], |v| v.as_slice());
-        let p = "journal_equals_serial_history";
         if let Some(i) = (0..model.len().max(actual.len())).find(|&i| {
             model.get(i).and_then(|c| c.args.payload.as_deref()) != actual.get(i).map(|s| s.as_str())
         }) {
@@ -161,10 +159,9 @@ fn journal_equals_serial_history(j: &Judged, out: &mut Vec<Violation>) {
                 )
             });
             let have = actual.get(i).map_or("nothing".to_string(), |s| short(s));
-            out.push(Violation {
+            out.push(Witness {
                 op: None,
                 call: None,
-                property: p,
                 witness: format!(
                     "run {run}: journal position {} holds {have} but the applied history has {want} ({} entries stored, {} applied)",
                     i + 1,
@@ -180,19 +177,17 @@ fn journal_equals_serial_history(j: &Judged, out: &mut Vec<Violation>) {
             let seq = c.args.seq.unwrap_or(0);
             if let Some(prev) = last_seq {
                 if seq <= prev {
-                    out.push(Violation {
+                    out.push(Witness {
                         op: Some(c.op.as_str()),
                         call: Some(c.id),
-                        property: p,
                         witness: format!("run {run}: seq {seq} at position {} follows seq {prev}", i + 1),
                     });
                 }
             }
             if j.expect.contiguous_seqs && seq != i as u64 + 1 {
-                out.push(Violation {
+                out.push(Witness {
                     op: None,
                     call: None,
-                    property: p,
                     witness: format!(
                         "run {run}: position {} holds seq {seq}, not {} (seqs must run 1..N)",
                         i + 1,
@@ -205,10 +200,9 @@ fn journal_equals_serial_history(j: &Judged, out: &mut Vec<Violation>) {
             if let Some(e) = c.lease.as_ref().map(|l| l.epoch.0) {
                 if let Some((pe, pc)) = last_epoch {
                     if e < pe {
-                        out.push(Violation {
+                        out.push(Witness {
                             op: Some(c.op.as_str()),
                             call: Some(c.id),
-                            property: p,
                             witness: format!(
                                 "run {run}: epoch inversion, {}'s entry seq {seq} under epoch {e} follows {}'s entry under epoch {pe}",
                                 who(c),
@@ -243,9 +237,8 @@ fn epoch_regressions(writes: &[&Call]) -> Option<(u64, u64, String, String, u64,
     None
 }
 
-fn meta_is_last_accepted(j: &Judged, out: &mut Vec<Violation>) {
+fn meta_is_last_accepted(j: &Judged, out: &mut Vec<Witness>) {
     let r = j.replay();
-    let p = "meta_is_last_accepted";
     let mut runs: Vec<&String> = r.meta.keys().chain(j.fin.meta.keys()).collect();
     runs.sort();
     runs.dedup();
@@ -254,10 +247,9 @@ fn meta_is_last_accepted(j: &Judged, out: &mut Vec<Violation>) {
         let want = writes.last().and_then(|c| c.args.payload.as_deref());
         let have = j.fin.meta.get(run).map(|s| s.as_str());
         if want != have {
-            out.push(Violation {
+            out.push(Witness {
                 op: None,
                 call: None,
-                property: p,
                 witness: format!(
                     "run {run}: the meta row is {} but the last applied meta write is {}",
                     have.map_or("absent".into(), short),
@@ -266,10 +258,9 @@ fn meta_is_last_accepted(j: &Judged, out: &mut Vec<Violation>) {
             });
         }
         if let Some((e, he, w, hw, at, op, id)) = epoch_regressions(writes) {
-            out.push(Violation {
+            out.push(Witness {
                 op: Some(op.as_str()),
                 call: Some(id),
-                property: p,
                 witness: format!(
                     "run {run}: {w}'s meta write under epoch {e} landed at t={} over {hw}'s write under epoch {he}",
                     t(at)
@@ -279,9 +270,8 @@ fn meta_is_last_accepted(j: &Judged, out: &mut Vec<Violation>) {
     }
 }
 
-fn blobs_replay_serial_history(j: &Judged, out: &mut Vec<Violation>) {
+fn blobs_replay_serial_history(j: &Judged, out: &mut Vec<Witness>) {
     let r = j.replay();
-    let p = "blobs_replay_serial_history";
     let mut refs: Vec<&String> = r.blobs.keys().chain(j.fin.blobs.keys()).collect();
     refs.sort();
     refs.dedup();
@@ -290,10 +280,9 @@ fn blobs_replay_serial_history(j: &Judged, out: &mut Vec<Violation>) {
         let want = writes.last().filter(|c| c.op == OpKind::BlobPut).and_then(|c| c.args.bytes.as_deref());
         let have = j.fin.blobs.get(blob_ref).map(|b| b.as_slice());
         if want != have {
-            out.push(Violation {
+            out.push(Witness {
                 op: None,
                 call: None,
-                property: p,
                 witness: format!(
                     "blob {blob_ref}: stored {} but the applied history leaves {}",
                     have.map_or("nothing".into(), |b| short(&String::from_utf8_lossy(b))),
@@ -302,10 +291,9 @@ fn blobs_replay_serial_history(j: &Judged, out: &mut Vec<Violation>) {
             });
         }
         if let Some((e, he, w, hw, at, op, id)) = epoch_regressions(writes) {
-            out.push(Violation {
+            out.push(Witness {
                 op: Some(op.as_str()),
                 call: Some(id),
-                property: p,
                 witness: format!(
                     "blob {blob_ref}: {w}'s write under epoch {e} landed at t={} over {hw}'s write under epoch {he}",
                     t(at)
@@ -315,14 +303,13 @@ fn blobs_replay_serial_history(j: &Judged, out: &mut Vec<Violation>) {
     }
 }
 
-fn no_cross_run_write(j: &Judged, out: &mut Vec<Violation>) {
+fn no_cross_run_write(j: &Judged, out: &mut Vec<Witness>) {
     for c in &j.applied {
         if let Some(l) = &c.lease {
             if l.run_id != c.run_id {
-                out.push(Violation {
+                out.push(Witness {
                     op: Some(c.op.as_str()),
                     call: Some(c.id),
-                    property: "no_cross_run_write",
                     witness: format!(
                         "the {} of {} took effect at t={} under the lease of run {} (epoch {})",
                         op_name(c),
@@ -337,7 +324,7 @@ fn no_cross_run_write(j: &Judged, out: &mut Vec<Violation>) {
     }
 }
 
-fn epochs_granted_once_and_increasing(j: &Judged, out: &mut Vec<Violation>) {
+fn epochs_granted_once_and_increasing(j: &Judged, out: &mut Vec<Witness>) {
     let mut high: BTreeMap<&str, (u64, &Call)> = BTreeMap::new();
     for c in j.applied.iter().filter(|c| c.op == OpKind::Acquire) {
         let Some(e) = Judged::granted_epoch(c) else {
@@ -345,10 +332,9 @@ fn epochs_granted_once_and_increasing(j: &Judged, out: &mut Vec<Violation>) {
         };
         if let Some((h, hc)) = high.get(c.run_id.as_str()) {
             if e <= *h {
-                out.push(Violation {
+                out.push(Witness {
                     op: Some(c.op.as_str()),
                     call: Some(c.id),
-                    property: "epochs_granted_once_and_increasing",
                     witness: format!(
                         "run {}: {} was granted epoch {e} at t={} although {} had been granted epoch {h} at t={}",
                         c.run_id,
@@ -365,7 +351,7 @@ fn epochs_granted_once_and_increasing(j: &Judged, out: &mut Vec<Violation>) {
     }
 }
 
-fn lease_exclusive(j: &Judged, out: &mut Vec<Violation>) {
+fn lease_exclusive(j: &Judged, out: &mut Vec<Witness>) {
     walk_grants(j, |c, g| {
         if c.op != OpKind::Acquire {
             return;
@@ -373,10 +359,9 @@ fn lease_exclusive(j: &Judged, out: &mut Vec<Violation>) {
         let (Some(g), Some(now)) = (g, Judged::checked_ms(c)) else { return };
         if g.ended.is_none() && g.expires_at > now {
             let e = c.granted.as_ref().map_or(0, |l| l.epoch.0);
-            out.push(Violation {
+            out.push(Witness {
                 op: Some(c.op.as_str()),
                 call: Some(c.id),
-                property: "lease_exclusive",
                 witness: format!(
                     "run {}: {} acquired epoch {e} at t={} while n{} ({})'s epoch {} was live for another {}ms by that store's clock",
                     c.run_id,
@@ -392,7 +377,7 @@ fn lease_exclusive(j: &Judged, out: &mut Vec<Violation>) {
     });
 }
 
-fn expiry_set_only_by_holder(j: &Judged, out: &mut Vec<Violation>) {
+fn expiry_set_only_by_holder(j: &Judged, out: &mut Vec<Witness>) {
     let mut last_row: BTreeMap<String, Option<crate::history::LeaseRow>> = BTreeMap::new();
     walk_grants(j, |c, g| {
         let Some(applied) = &c.applied else { return };
@@ -423,10 +408,9 @@ fn expiry_set_only_by_holder(j: &Judged, out: &mut Vec<Violation>) {
                 ),
                 None => "no row".to_string(),
             };
-            out.push(Violation {
+            out.push(Witness {
                 op: Some(c.op.as_str()),
                 call: Some(c.id),
-                property: "expiry_set_only_by_holder",
                 witness: format!(
                     "run {run}: the {} of {} at t={} changed the lease row from {} to {}",
                     op_name(c),
@@ -440,23 +424,17 @@ fn expiry_set_only_by_holder(j: &Judged, out: &mut Vec<Violation>) {
     });
 }
 
-fn run_ends_within_budget(j: &Judged, out: &mut Vec<Violation>) {
+fn run_ends_within_budget(j: &Judged, out: &mut Vec<Witness>) {
     if let Some(why) = &j.history.exhausted {
-        out.push(Violation {
-            property: "run_ends_within_budget",
-            witness: why.clone(),
-            op: None,
-            call: None,
-        });
+        out.push(Witness { witness: why.clone(), op: None, call: None });
     }
 }
 
-fn every_boot_succeeds(j: &Judged, out: &mut Vec<Violation>) {
+fn every_boot_succeeds(j: &Judged, out: &mut Vec<Witness>) {
     for c in j.history.calls.iter().filter(|c| c.op == OpKind::Boot && rejected(c)) {
-        out.push(Violation {
+        out.push(Witness {
             op: Some(c.op.as_str()),
             call: Some(c.id),
-            property: "every_boot_succeeds",
             witness: format!(
                 "n{} failed to construct its store at t={}: {}",
                 c.node,
@@ -467,12 +445,11 @@ fn every_boot_succeeds(j: &Judged, out: &mut Vec<Violation>) {
     }
 }
 
-fn rejected_call_changed_nothing(j: &Judged, out: &mut Vec<Violation>) {
+fn rejected_call_changed_nothing(j: &Judged, out: &mut Vec<Witness>) {
     for c in j.history.calls.iter().filter(|c| rejected(c) && c.applied.is_some()) {
-        out.push(Violation {
+        out.push(Witness {
             op: Some(c.op.as_str()),
             call: Some(c.id),
-            property: "rejected_call_changed_nothing",
             witness: format!(
                 "the {} of {} returned {} but committed at t={}",
                 op_name(c),
@@ -630,7 +607,7 @@ impl ReadModel {
     }
 }
 
-fn reads_see_serial_history(j: &Judged, out: &mut Vec<Violation>) {
+fn reads_see_serial_history(j: &Judged, out: &mut Vec<Witness>) {
     let mut reads: Vec<&Call> = j
         .history
         .calls
@@ -654,17 +631,19 @@ fn reads_see_serial_history(j: &Judged, out: &mut Vec<Violation>) {
         let Some(read) = &c.read else { continue };
         if let Some(why) = model.judge(c, read) {
             out.push(
-                Violation::new(
-                    "reads_see_serial_history",
-                    format!("{} by {} at t={} {why}", op_name(c), who(c), t(c.returned_ns.unwrap_or(0))),
-                )
+                Witness::new(format!(
+                    "{} by {} at t={} {why}",
+                    op_name(c),
+                    who(c),
+                    t(c.returned_ns.unwrap_or(0))
+                ))
                 .on(c.op, c.id),
             );
         }
     }
 }
 
-fn grant_lasts_the_ttl(j: &Judged, out: &mut Vec<Violation>) {
+fn grant_lasts_the_ttl(j: &Judged, out: &mut Vec<Witness>) {
     let Some(ttl) = j.expect.ttl_ms else { return };
     let ttl = ttl as i64;
     for &c in &j.applied {
@@ -681,9 +660,7 @@ fn grant_lasts_the_ttl(j: &Judged, out: &mut Vec<Violation>) {
         let (lo, hi) = (checked + ttl, a.store_now_ms + ttl);
         if row.expires_at < lo || row.expires_at > hi {
             out.push(
-                Violation::new(
-                    "grant_lasts_the_ttl",
-                    format!(
+                Witness::new(format!(
                         "{} by {} at t={} set expires_at={} but the store's clock read {}..{} with a ttl of {ttl}ms (want {lo}..{hi})",
                         op_name(c),
                         who(c),
@@ -761,16 +738,19 @@ mod tests {
         serde_json::to_string(v).expect("serializable")
     }
 
-    fn judge(h: &History, ttl: Option<u64>, name: &str) -> Vec<Violation> {
+    fn judge(h: &History, ttl: Option<u64>, name: &str) -> Vec<crate::oracle::Violation> {
         judge_over(h, &FinalState::default(), ttl, name)
     }
 
-    fn judge_over(h: &History, fin: &FinalState, ttl: Option<u64>, name: &str) -> Vec<Violation> {
+    fn judge_over(
+        h: &History,
+        fin: &FinalState,
+        ttl: Option<u64>,
+        name: &str,
+    ) -> Vec<crate::oracle::Violation> {
         let j = Judged::build(h, fin, Expect { contiguous_seqs: false, ttl_ms: ttl });
         let p = ALL.iter().find(|p| p.name == name).expect("property");
-        let mut out = Vec::new();
-        (p.check)(&j, &mut out);
-        out
+        p.judge(&j)
     }
 
     #[test]

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::contract::{audit, EntryView, MetaView, Verdict};
 use super::model::{t, who, Judged};
-use super::{Expectation, Property, Violation};
+use super::{Expectation, Property, Witness};
 use crate::history::{Call, OpKind};
 
 pub const ALL: &[Property] = &[Property {
@@ -50,7 +50,7 @@ fn kept(v: &Value) -> Value {
     v
 }
 
-fn repair_is_sound(j: &Judged, out: &mut Vec<Violation>) {
+fn repair_is_sound(j: &Judged, out: &mut Vec<Witness>) {
     let mut journal: BTreeMap<&str, Vec<EntryView>> = BTreeMap::new();
     let mut meta: BTreeMap<&str, MetaView> = BTreeMap::new();
     for &c in &j.applied {
@@ -90,15 +90,12 @@ fn repair_is_sound(j: &Judged, out: &mut Vec<Violation>) {
                     }
                     if !wrong.is_empty() {
                         out.push(
-                            Violation::new(
-                                "repair_is_sound",
-                                format!(
-                                    "run {run}: {}'s audit repair at t={}: {}",
-                                    who(c),
-                                    t(Judged::applied_ns(c)),
-                                    wrong.join("; ")
-                                ),
-                            )
+                            Witness::new(format!(
+                                "run {run}: {}'s audit repair at t={}: {}",
+                                who(c),
+                                t(Judged::applied_ns(c)),
+                                wrong.join("; ")
+                            ))
                             .on(c.op, c.id),
                         );
                     }
@@ -129,7 +126,7 @@ mod tests {
 
     /// A run whose settle `ok` is journaled and whose meta still says running (a crash
     /// between the two writes), then the repair write `repair` under epoch 2.
-    fn judge(repair: Value) -> Vec<Violation> {
+    fn judge(repair: Value) -> Vec<Witness> {
         let settle = json!({"seq": 1, "kind": "decision", "status": "ok", "key": "run-settle",
                             "value": {"decisionType": "run_settle", "runStatus": "ok", "segment": 1}});
         let calls = vec![

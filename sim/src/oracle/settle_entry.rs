@@ -15,7 +15,7 @@ use store::engine::RUN_SETTLE_DECISION_TYPE;
 
 use super::contract::{EntryView, MetaView};
 use super::model::{t, who, Judged};
-use super::{Expectation, Property, Violation};
+use super::{Expectation, Property, Witness};
 use crate::history::{Call, OpKind};
 
 pub const ALL: &[Property] = &[Property {
@@ -49,7 +49,7 @@ fn meta_of(c: &Call) -> Option<(String, Option<u64>)> {
     Some((m.status.word().to_string(), m.segments))
 }
 
-fn run_settle_matches_its_segment(j: &Judged, out: &mut Vec<Violation>) {
+fn run_settle_matches_its_segment(j: &Judged, out: &mut Vec<Witness>) {
     // Per segment (run, owner, epoch): its meta writes in apply order.
     #[allow(clippy::type_complexity)]
     let mut metas: BTreeMap<(&str, &str, u64), Vec<(usize, &Call)>> = BTreeMap::new();
@@ -98,17 +98,14 @@ fn run_settle_matches_its_segment(j: &Judged, out: &mut Vec<Violation>) {
         }
         if !wrong.is_empty() {
             out.push(
-                Violation::new(
-                    "run_settle_matches_its_segment",
-                    format!(
-                        "run {}: {}'s run_settle at t={} (seq {}): {}",
-                        c.run_id,
-                        who(c),
-                        t(Judged::applied_ns(c)),
-                        c.args.seq.unwrap_or(0),
-                        wrong.join("; ")
-                    ),
-                )
+                Witness::new(format!(
+                    "run {}: {}'s run_settle at t={} (seq {}): {}",
+                    c.run_id,
+                    who(c),
+                    t(Judged::applied_ns(c)),
+                    c.args.seq.unwrap_or(0),
+                    wrong.join("; ")
+                ))
                 .on(c.op, c.id),
             );
         }
@@ -141,7 +138,7 @@ mod tests {
         )
     }
 
-    fn judge(calls: Vec<Call>) -> Vec<Violation> {
+    fn judge(calls: Vec<Call>) -> Vec<Witness> {
         testkit::judge(&testkit::history(calls), run_settle_matches_its_segment)
     }
 

@@ -1,13 +1,14 @@
-//! Minimal histories for the oracle's unit tests: one call builder the property modules
-//! share (a call that returned ok and took effect at apply position `id`, at `id` ms), then
-//! each test sets the fields its case is about.
+//! Minimal histories for the oracle's unit tests: one call builder every property module
+//! shares (a call that returned ok and took effect at apply position `id`, at `id` ms, then
+//! each test sets the fields its case is about), and [`engine`]'s history builder over it
+//! for the engine-level properties.
 
 use store::{Epoch, Lease};
 
 use crate::history::FinalState;
 use crate::history::{Applied, Args, Call, History, OpKind, Outcome};
 use crate::oracle::model::Judged;
-use crate::oracle::{Expect, Violation};
+use crate::oracle::{Expect, Witness};
 
 pub const MS: u64 = 1_000_000;
 
@@ -52,10 +53,176 @@ pub fn history(calls: Vec<Call>) -> History {
 }
 
 /// Run one property check over `h` with an empty final state.
-pub fn judge(h: &History, check: fn(&Judged, &mut Vec<Violation>)) -> Vec<Violation> {
+pub fn judge(h: &History, check: fn(&Judged, &mut Vec<Witness>)) -> Vec<Witness> {
     let fin = FinalState::default();
     let j = Judged::build(h, &fin, Expect::default());
     let mut out = Vec::new();
     check(&j, &mut out);
     out
+}
+
+/// Histories for the engine-level properties.
+pub mod engine {
+    //! The engine properties' histories: a builder whose every mutation applies 1 ms after
+    //! the previous one, with engine facts (submissions, payments, tool turns), and the
+    //! journal entries of an agent op, a settle and a workflow's ops.
+
+    use serde_json::{json, Value};
+    use store::{Epoch, Lease, RunStatus};
+
+    use crate::history::{Applied, Args, Fact, FactKind, FinalState, History, LeaseRow, OpKind};
+    use crate::oracle::contract::Status;
+    use crate::oracle::model::Judged;
+    use crate::oracle::{Expect, Violation};
+
+    pub const TTL: i64 = 300;
+
+    /// A history under construction: every mutation applies 1 ms after the previous one.
+    #[derive(Default)]
+    pub struct HistoryBuilder {
+        pub h: History,
+        pub fin: FinalState,
+        pub now_ms: i64,
+    }
+
+    pub fn lease(run: &str, owner: &str, epoch: u64) -> Lease {
+        Lease { run_id: run.into(), owner: owner.into(), epoch: Epoch(epoch) }
+    }
+
+    impl HistoryBuilder {
+        /// A history in which an engine host started run `r`.
+        pub fn engine_run() -> HistoryBuilder {
+            let mut h = HistoryBuilder::default();
+            h.fact(0, "host", FactKind::Submitted { run_id: "r".into(), workflow: "happy".into() });
+            h
+        }
+        pub fn push(
+            &mut self,
+            node: u32,
+            op: OpKind,
+            run: &str,
+            lease: Option<Lease>,
+            args: Args,
+            granted: Option<Lease>,
+        ) {
+            self.now_ms += 1;
+            let id = self.h.calls.len();
+            let order = self.h.applied_count;
+            self.h.applied_count += 1;
+            let ns = self.now_ms as u64 * 1_000_000;
+            let row = granted.as_ref().map(|g| LeaseRow {
+                owner: g.owner.clone(),
+                epoch: g.epoch.0,
+                expires_at: self.now_ms + TTL,
+            });
+            let mut c = super::call(id, op);
+            c.node = node;
+            c.run_id = run.into();
+            c.lease = lease;
+            c.args = args;
+            c.invoked_ns = ns;
+            c.returned_ns = Some(ns);
+            c.granted = granted;
+            c.checked_now_ms = Some(self.now_ms);
+            c.applied = Some(Applied {
+                order,
+                at_ns: ns,
+                store_now_ms: self.now_ms,
+                lease_row: row,
+                site_epoch: None,
+            });
+            c.seen_at = Some(order + 1);
+            self.h.calls.push(c);
+        }
+        pub fn acquire(&mut self, node: u32, owner: &str, run: &str, epoch: u64) -> Lease {
+            let l = lease(run, owner, epoch);
+            let args = Args { owner: Some(owner.into()), ..Args::default() };
+            self.push(node, OpKind::Acquire, run, None, args, Some(l.clone()));
+            l
+        }
+        pub fn meta(&mut self, node: u32, l: Option<&Lease>, run: &str, status: RunStatus, segments: u64) {
+            let m =
+                json!({"runId": run, "status": Status::of(status).word(), "segments": segments}).to_string();
+            let args = Args { payload: Some(m.clone()), ..Args::default() };
+            self.push(node, OpKind::PutMeta, run, l.cloned(), args, None);
+            self.fin.meta.insert(run.into(), m);
+        }
+        pub fn append(&mut self, node: u32, l: &Lease, run: &str, e: Value) {
+            let args = Args { seq: e["seq"].as_u64(), payload: Some(e.to_string()), ..Args::default() };
+            self.push(node, OpKind::Append, run, Some(l.clone()), args, None);
+            self.fin.entries.entry(run.into()).or_default().push(e.to_string());
+        }
+        pub fn ckpt(&mut self, node: u32, l: &Lease, run: &str, dispatch: u64, turns: u32) {
+            // The checkpoint blob format of docs/engine-model.md 4.2: 0x01, then the state's JSON.
+            let mut bytes = vec![0x01];
+            let state = json!({"v": 1, "turns": turns, "toolCallsUsed": turns, "messages": []});
+            bytes.extend(state.to_string().into_bytes());
+            let r = format!("{run}/ckpt/{dispatch}");
+            let args = Args { blob_ref: Some(r), bytes: Some(bytes), ..Args::default() };
+            self.push(node, OpKind::BlobPut, run, Some(l.clone()), args, None);
+        }
+        pub fn delete(&mut self, node: u32, l: Option<&Lease>, run: &str) {
+            self.push(node, OpKind::Delete, run, l.cloned(), Args::default(), None);
+            self.fin.entries.remove(run);
+            self.fin.meta.remove(run);
+        }
+        pub fn fact(&mut self, node: u32, owner: &str, kind: FactKind) {
+            self.h.facts.push(Fact {
+                at_ns: self.now_ms as u64 * 1_000_000,
+                applied_before: self.h.applied_count,
+                node,
+                incarnation: 0,
+                owner: owner.into(),
+                kind,
+            });
+        }
+        pub fn pay(&mut self, node: u32, owner: &str, run: &str, dispatch: u64, turn: u32) {
+            self.fact(node, owner, FactKind::Paid { run_id: run.into(), op: "a".into(), dispatch, turn });
+        }
+        pub fn judge(&self, property: &str) -> Vec<Violation> {
+            let j = Judged::build(&self.h, &self.fin, Expect::default());
+            let p = crate::oracle::all_properties().find(|p| p.name == property).expect("a known property");
+            p.judge(&j)
+        }
+    }
+
+    pub fn running(seq: u64) -> Value {
+        json!({"seq": seq, "kind": "agent", "status": "running", "key": "op:0:a", "value": {"op": "a"}})
+    }
+
+    pub fn terminal(seq: u64, of: u64, status: &str) -> Value {
+        json!({"seq": seq, "kind": "agent", "status": status, "key": "op:0:a", "ref": of, "value": "v"})
+    }
+
+    pub fn settle(seq: u64, status: &str) -> Value {
+        json!({
+            "seq": seq,
+            "kind": "decision",
+            "status": "ok",
+            "key": "run-settle",
+            "value": {"decisionType": "run_settle", "runStatus": status}
+        })
+    }
+
+    /// A journal entry of op `key` (kind, status), referencing `of` when given.
+    pub fn op_entry(seq: u64, kind: &str, key: &str, status: &str, of: Option<u64>) -> Value {
+        json!({"seq": seq, "kind": kind, "status": status, "key": key, "ref": of, "value": "v"})
+    }
+
+    /// Run `r` of workflow `workflow` ending ok with `entries` as its final journal.
+    pub fn ended_ok(workflow: &str, entries: &[Value]) -> HistoryBuilder {
+        let mut h = HistoryBuilder::default();
+        h.fact(0, "host", FactKind::Submitted { run_id: "r".into(), workflow: workflow.into() });
+        h.fin.entries.insert("r".into(), entries.iter().map(Value::to_string).collect());
+        h.fin.meta.insert("r".into(), json!({"runId": "r", "status": "ok"}).to_string());
+        h
+    }
+
+    pub fn paid(h: &mut HistoryBuilder, op: &str, dispatch: u64, turn: u32) {
+        h.fact(0, "a", FactKind::Paid { run_id: "r".into(), op: op.into(), dispatch, turn });
+    }
+
+    pub fn tool(h: &mut HistoryBuilder, op: &str, dispatch: u64, turn: u32) {
+        h.fact(0, "a", FactKind::Tool { run_id: "r".into(), op: op.into(), dispatch, turn });
+    }
 }

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 
 use super::model::{t, Judged};
-use super::{Expectation, Property, Violation};
+use super::{Expectation, Property, Witness};
 use crate::history::{describe_call, Call, OpKind, Outcome};
 
 pub const ALL: &[Property] = &[Property {
@@ -37,7 +37,7 @@ struct Held<'h> {
     given_up: Option<usize>,
 }
 
-fn holder_threads_its_lease(j: &Judged, out: &mut Vec<Violation>) {
+fn holder_threads_its_lease(j: &Judged, out: &mut Vec<Witness>) {
     let mut grants: BTreeMap<&str, Vec<Held>> = BTreeMap::new();
     for &c in &j.applied {
         if c.op != OpKind::Acquire {
@@ -103,9 +103,7 @@ fn holder_threads_its_lease(j: &Judged, out: &mut Vec<Violation>) {
             Outcome::Unknown => "was cut short",
         };
         out.push(
-            Violation::new(
-                "holder_threads_its_lease",
-                format!(
+            Witness::new(format!(
                     "n{} ({actor}) holds epoch {} of run {} (granted at t={}) but its {} at t={} {what} ({outcome})",
                     c.node,
                     current.epoch,
@@ -146,7 +144,7 @@ mod tests {
         c
     }
 
-    fn judge(calls: Vec<Call>) -> Vec<Violation> {
+    fn judge(calls: Vec<Call>) -> Vec<Witness> {
         testkit::judge(&testkit::history(calls), holder_threads_its_lease)
     }
 

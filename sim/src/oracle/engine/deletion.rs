@@ -1,0 +1,299 @@
+//! The deletion family: deleting a run respects its holder and leaves nothing behind. No
+//! deletion under a lease removes a run another holder's live grant owns, an engine
+//! cascade leaves none of the run's blobs, and a deleted run is never written again unless
+//! its host submitted or explicitly resumed it since.
+//!
+//! Each property is judged from the apply-ordered history and the engine facts, under the
+//! holder and generation rules of [`super`].
+
+use std::collections::BTreeMap;
+
+use super::super::contract::run_of_ref;
+use super::super::model::{t, walk_grants, who, Judged};
+use super::super::{Expectation, Property, Witness};
+use super::*;
+use crate::history::{Call, FactKind, OpKind};
+
+/// The epoch an engine deletion cascade of node `n` (incarnation `i`) acts under when its
+/// journal delete carries no lease: the retention's brief lease (noted at
+/// `worker.retention.after_acquire`), or a host cascade's lease (at `engine.delete.after_blobs`).
+/// `None`: no cascade, or one without a lease (a host decision).
+fn cascade_epoch(j: &Judged, c: &Call) -> Option<u64> {
+    let before = order(c);
+    for m in j.history.marks.iter().rev() {
+        if m.node != c.node
+            || m.incarnation != c.incarnation
+            || m.run_id != c.run_id
+            || m.applied_before > before
+        {
+            continue;
+        }
+        match m.point {
+            "engine.delete.after_blobs" | "worker.retention.after_acquire" => return m.epoch,
+            _ => {}
+        }
+    }
+    None
+}
+
+pub const NO_LIVE_RUN_DELETED: Property = Property {
+        name: "no_live_run_deleted",
+        expectation: Expectation::Always,
+        claim: "No deletion made under a lease (its own, or the engine cascade's brief lease it did not pass on) removes a run while another holder's grant of it is live and unreleased.",
+        not_checked: "Deletions under no lease outside an engine cascade (a host decision), and runs nobody holds.",
+        check: no_live_run_deleted,
+};
+
+fn no_live_run_deleted(j: &Judged, out: &mut Vec<Witness>) {
+    walk_grants(j, |c, g| {
+        if c.op != OpKind::Delete {
+            return;
+        }
+        let Some(g) = g else { return };
+        if g.ended.is_some() {
+            return;
+        }
+        let now = Judged::checked_ms(c).unwrap_or(i64::MIN);
+        if now >= g.expires_at {
+            return;
+        }
+        // Whose lease the deletion acts under: its own, or (carried by no lease) the
+        // engine cascade's. A deletion under no lease at all is a host decision.
+        let own = match &c.lease {
+            Some(l) => l.epoch.0 == g.epoch && l.owner == g.owner,
+            None => match cascade_epoch(j, c) {
+                Some(epoch) => epoch == g.epoch,
+                None => return,
+            },
+        };
+        if !own {
+            out.push(Witness {
+                witness: format!(
+                    "{}'s delete of run {} at t={} removed it while epoch {} of n{} ({}) was live for {}ms more",
+                    who(c),
+                    c.run_id,
+                    t(Judged::applied_ns(c)),
+                    g.epoch,
+                    g.node,
+                    g.owner,
+                    g.expires_at - now
+                ),
+                op: Some(c.op.as_str()),
+                call: Some(c.id),
+            });
+        }
+    });
+}
+
+pub const DELETED_RUN_LEAVES_NO_BLOBS: Property = Property {
+        name: "deleted_run_leaves_no_blobs",
+        expectation: Expectation::Always,
+        claim: "When an engine deletion cascade's journal delete applies, none of the run's blobs remain (a recreated run id must not inherit a dead incarnation's checkpoints).",
+        not_checked: "Deletions outside an engine cascade (a bare store delete never touches blobs).",
+        check: deleted_run_leaves_no_blobs,
+};
+
+fn deleted_run_leaves_no_blobs(j: &Judged, out: &mut Vec<Witness>) {
+    let mut blobs: BTreeMap<&str, &Call> = BTreeMap::new();
+    for &c in &j.applied {
+        match c.op {
+            OpKind::BlobPut => {
+                if let Some(r) = c.args.blob_ref.as_deref() {
+                    blobs.insert(r, c);
+                }
+            }
+            OpKind::BlobDelete => {
+                if let Some(r) = c.args.blob_ref.as_deref() {
+                    blobs.remove(r);
+                }
+            }
+            OpKind::Delete => {
+                let before = order(c);
+                let cascade = j
+                    .history
+                    .marks
+                    .iter()
+                    .rev()
+                    .find(|m| {
+                        m.node == c.node
+                            && m.incarnation == c.incarnation
+                            && m.run_id == c.run_id
+                            && m.applied_before <= before
+                    })
+                    .is_some_and(|m| {
+                        matches!(m.point, "engine.delete.after_blobs" | "worker.retention.after_blobs")
+                    });
+                if !cascade {
+                    continue;
+                }
+                let left: Vec<&str> =
+                    blobs.keys().copied().filter(|r| run_of_ref(r) == c.run_id && r.contains('/')).collect();
+                if !left.is_empty() {
+                    out.push(Witness {
+                        witness: format!(
+                            "{}'s cascade deleted run {} at t={} with {} of its blobs still stored ({})",
+                            who(c),
+                            c.run_id,
+                            t(Judged::applied_ns(c)),
+                            left.len(),
+                            left.join(", ")
+                        ),
+                        op: Some(c.op.as_str()),
+                        call: Some(c.id),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+pub const DELETED_RUN_STAYS_DELETED: Property = Property {
+        name: "deleted_run_stays_deleted",
+        expectation: Expectation::Always,
+        claim: "After a run's journal delete applies, nothing writes the run again (journal, meta or blob) unless its host submitted or explicitly resumed it since: a deleted run is never resurrected by a worker or a stale holder.",
+        not_checked: "Runs no engine actor started; writes that were refused.",
+        check: deleted_run_stays_deleted,
+};
+
+fn deleted_run_stays_deleted(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    if runs.is_empty() {
+        return;
+    }
+    // When each run's host asked for it (a submission or an explicit resume), by apply count.
+    // A resume asks as of the reads it prepares from: a resume decided before a deletion
+    // whose reads saw the deletion resumes the run as it is then (a user's retry of a run
+    // that is gone), so its intent counts from what those reads saw.
+    let mut intents: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for f in &j.history.facts {
+        match &f.kind {
+            FactKind::Submitted { run_id, .. } => intents.entry(run_id).or_default().push(f.applied_before),
+            FactKind::Resumed { run_id } => {
+                let mine = |c: &&Call| {
+                    c.run_id == *run_id
+                        && c.args.actor.as_deref() == Some(f.owner.as_str())
+                        && c.invoked_ns >= f.at_ns
+                };
+                let first_write = j
+                    .history
+                    .calls
+                    .iter()
+                    .filter(mine)
+                    .filter(|c| matches!(c.op, OpKind::Append | OpKind::PutMeta | OpKind::BlobPut))
+                    .map(|c| c.id)
+                    .min()
+                    .unwrap_or(usize::MAX);
+                let read = j
+                    .history
+                    .calls
+                    .iter()
+                    .filter(mine)
+                    .filter(|c| c.op == OpKind::GetMeta && c.id < first_write && c.outcome.is_ok())
+                    .filter_map(|c| c.seen_at)
+                    .max();
+                intents
+                    .entry(run_id)
+                    .or_default()
+                    .push(read.map_or(f.applied_before, |r| r.max(f.applied_before)));
+            }
+            _ => {}
+        }
+    }
+    let mut deleted: BTreeMap<&str, &Call> = BTreeMap::new();
+    for &c in &j.applied {
+        let run = c.run_id.as_str();
+        if !runs.contains(run) {
+            continue;
+        }
+        match c.op {
+            OpKind::Delete => {
+                deleted.insert(run, c);
+            }
+            OpKind::Append | OpKind::PutMeta | OpKind::BlobPut => {
+                let Some(&d) = deleted.get(run) else { continue };
+                let (after, at) = (order(d) + 1, order(c));
+                let asked = intents.get(run).is_some_and(|v| v.iter().any(|&a| a >= after && a <= at));
+                if !asked {
+                    out.push(Witness {
+                        witness: format!(
+                            "run {run} was deleted by {} at t={}; {}'s {} at t={} wrote it again with no submission or resume since",
+                            who(d),
+                            t(Judged::applied_ns(d)),
+                            who(c),
+                            c.op.as_str(),
+                            t(Judged::applied_ns(c))
+                        ),
+                        op: Some(c.op.as_str()),
+                        call: Some(c.id),
+                    });
+                }
+                deleted.remove(run);
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+
+    use store::RunStatus;
+
+    use crate::history::FactKind;
+    use crate::oracle::testkit::engine::*;
+
+    #[test]
+    fn a_deleted_run_written_again_without_a_resume_is_caught() {
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
+        h.delete(0, Some(&a), "r");
+        let b = h.acquire(1, "worker", "r", 2);
+        h.meta(1, Some(&b), "r", RunStatus::Running, 1);
+        let v = h.judge("deleted_run_stays_deleted");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("wrote it again with no submission or resume"), "{}", v[0].witness);
+
+        // The same writes after the host's explicit resume are the user's retry.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
+        h.delete(0, Some(&a), "r");
+        h.fact(2, "host", FactKind::Resumed { run_id: "r".into() });
+        let b = h.acquire(2, "host", "r", 2);
+        h.meta(2, Some(&b), "r", RunStatus::Running, 1);
+        assert!(h.judge("deleted_run_stays_deleted").is_empty());
+    }
+
+    #[test]
+    fn deleting_a_run_another_holder_owns_is_caught() {
+        let mut h = HistoryBuilder::engine_run();
+        let r = h.acquire(0, "retention", "r", 1);
+        h.delete(0, Some(&r), "r");
+        assert!(h.judge("no_live_run_deleted").is_empty(), "the holder may delete its own run");
+        // A host decision under no lease is out of scope.
+        let mut h = HistoryBuilder::engine_run();
+        let _r = h.acquire(0, "retention", "r", 1);
+        h.now_ms += TTL; // the brief lease lapses
+        let _host = h.acquire(1, "host", "r", 2);
+        h.delete(0, None, "r");
+        assert!(h.judge("no_live_run_deleted").is_empty(), "an unleased host delete");
+        // The same delete made by a retention cascade that did not pass its brief lease on.
+        let mut h = HistoryBuilder::engine_run();
+        let _r = h.acquire(0, "retention", "r", 1);
+        h.h.marks.push(crate::history::Mark {
+            point: "worker.retention.after_acquire",
+            node: 0,
+            incarnation: 0,
+            run_id: "r".into(),
+            epoch: Some(1),
+            applied_before: h.h.applied_count,
+        });
+        h.now_ms += TTL;
+        let _host = h.acquire(1, "host", "r", 2);
+        h.delete(0, None, "r");
+        let v = h.judge("no_live_run_deleted");
+        assert_eq!(v.len(), 1, "{v:?}");
+    }
+}

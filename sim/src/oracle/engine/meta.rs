@@ -1,0 +1,204 @@
+//! The meta family: a run's meta record as the engine keeps it. Its `segments` counter
+//! never goes back and every boot bumps it, and a terminal meta never runs ahead of its
+//! journal.
+//!
+//! Each property is judged from the apply-ordered history and the engine facts, under the
+//! holder and generation rules of [`super`].
+
+use std::collections::BTreeMap;
+
+use super::super::contract::{audit, EntryView, Verdict};
+use super::super::model::{t, who, Judged};
+use super::super::{Expectation, Property, Witness};
+use super::*;
+use crate::history::{Call, OpKind};
+
+pub const SEGMENTS_NEVER_REGRESS: Property = Property {
+        name: "segments_never_regress",
+        expectation: Expectation::Always,
+        claim: "Within one generation of a run, the segments counter of successive applied meta writes never decreases.",
+        not_checked: "Whether the counter was bumped at all (a crash before the boot meta write leaves it).",
+        check: segments_never_regress,
+};
+
+fn segments_never_regress(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    let mut last: BTreeMap<&str, (u64, &Call)> = BTreeMap::new();
+    for &c in j.applied.iter().filter(|c| runs.contains(c.run_id.as_str())) {
+        match c.op {
+            OpKind::Delete => {
+                last.remove(c.run_id.as_str());
+            }
+            OpKind::PutMeta => {
+                let Some(m) = meta_of(c) else { continue };
+                let Some(seg) = m.segments else { continue };
+                if let Some(&(prev, pc)) = last.get(c.run_id.as_str()) {
+                    if seg < prev {
+                        out.push(Witness {
+                            witness: format!(
+                                "run {}: {}'s meta write ({}) at t={} set segments={seg} after {}'s write at t={} had set segments={prev}",
+                                c.run_id,
+                                who(c),
+                                m.status,
+                                t(Judged::applied_ns(c)),
+                                who(pc),
+                                t(Judged::applied_ns(pc))
+                            ),
+                            op: Some(c.op.as_str()),
+                            call: Some(c.id),
+                        });
+                    }
+                }
+                if last.get(c.run_id.as_str()).is_none_or(|&(prev, _)| seg >= prev) {
+                    last.insert(c.run_id.as_str(), (seg, c));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+pub const EVERY_BOOT_BUMPS_SEGMENTS: Property = Property {
+        name: "every_boot_bumps_segments",
+        expectation: Expectation::Always,
+        claim: "The first meta write of a run under a new lease (a segment's boot write) sets segments above every earlier write's, so no two segments share a counter base.",
+        not_checked: "Meta writes that carry no lease (engines before the lease was threaded into meta).",
+        check: every_boot_bumps_segments,
+};
+
+fn every_boot_bumps_segments(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    // Per run: the highest segments written so far, and the epoch of the last leased write.
+    let mut seen: BTreeMap<&str, (u64, Option<u64>)> = BTreeMap::new();
+    for &c in j.applied.iter().filter(|c| runs.contains(c.run_id.as_str())) {
+        match c.op {
+            OpKind::Delete => {
+                seen.remove(c.run_id.as_str());
+            }
+            OpKind::PutMeta => {
+                let Some(m) = meta_of(c) else { continue };
+                let Some(seg) = m.segments else { continue };
+                let Some(epoch) = c.lease.as_ref().map(|l| l.epoch.0) else { continue };
+                if super::super::repair::is_repair(j, c) {
+                    continue; // an audit repair rewrites the status, not a segment's boot
+                }
+                let entry = seen.entry(c.run_id.as_str()).or_insert((0, None));
+                if entry.1.is_some_and(|e| e != epoch) && seg <= entry.0 {
+                    out.push(Witness {
+                        witness: format!(
+                            "run {}: {}'s first meta write under epoch {epoch} ({}) at t={} set segments={seg}, not above the {} already written",
+                            c.run_id,
+                            who(c),
+                            m.status,
+                            t(Judged::applied_ns(c)),
+                            entry.0
+                        ),
+                        op: Some(c.op.as_str()),
+                        call: Some(c.id),
+                    });
+                }
+                *entry = (entry.0.max(seg), Some(epoch));
+            }
+            _ => {}
+        }
+    }
+}
+
+pub const JOURNAL_NEVER_BEHIND_META: Property = Property {
+        name: "journal_never_behind_meta",
+        expectation: Expectation::Always,
+        claim: "Every applied terminal meta write leaves the run consistent with its journal by the reconciler's table (the settle precedes the meta, and no terminal meta lands over live journal work).",
+        not_checked: "Non-terminal meta writes (a meta-behind residue after a crash is legal and repairable).",
+        check: journal_never_behind_meta,
+};
+
+fn journal_never_behind_meta(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    let mut journal: BTreeMap<&str, Vec<EntryView>> = BTreeMap::new();
+    for &c in j.applied.iter().filter(|c| runs.contains(c.run_id.as_str())) {
+        match c.op {
+            OpKind::Delete => {
+                journal.remove(c.run_id.as_str());
+            }
+            OpKind::Append => {
+                if let Some(e) = entry_of(c) {
+                    journal.entry(c.run_id.as_str()).or_default().push(e);
+                }
+            }
+            OpKind::PutMeta => {
+                let Some(m) = meta_of(c) else { continue };
+                if !m.status.is_terminal() {
+                    continue;
+                }
+                let entries = journal.get(c.run_id.as_str()).map_or(&[][..], |v| v.as_slice());
+                let audit = audit(Some(m.status), entries);
+                if audit.verdict != Verdict::Consistent {
+                    out.push(Witness {
+                        witness: format!(
+                            "run {}: {}'s meta write ({}) at t={} left the run {:?} by the reconciler: {}",
+                            c.run_id,
+                            who(c),
+                            m.status,
+                            t(Judged::applied_ns(c)),
+                            audit.verdict,
+                            audit.reason
+                        ),
+                        op: Some(c.op.as_str()),
+                        call: Some(c.id),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+
+    use store::RunStatus;
+
+    use crate::history::FactKind;
+    use crate::oracle::testkit::engine::*;
+
+    #[test]
+    fn segments_regression_is_caught_and_a_bump_is_not() {
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.meta(0, Some(&a), "r", RunStatus::Running, 1);
+        let b = h.acquire(1, "b", "r", 2);
+        h.meta(1, Some(&b), "r", RunStatus::Running, 2);
+        assert!(h.judge("segments_never_regress").is_empty());
+        h.meta(0, None, "r", RunStatus::Error, 1);
+        let v = h.judge("segments_never_regress");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("segments=1"), "{}", v[0].witness);
+    }
+
+    #[test]
+    fn runs_no_engine_actor_started_are_not_judged() {
+        let mut h = HistoryBuilder::default();
+        let a = h.acquire(0, "a", "r", 1);
+        h.meta(0, Some(&a), "r", RunStatus::Running, 2);
+        h.meta(0, None, "r", RunStatus::Error, 1);
+        assert!(h.judge("segments_never_regress").is_empty(), "a store-level actor's run");
+        h.fact(0, "host", FactKind::Submitted { run_id: "r".into(), workflow: "happy".into() });
+        assert_eq!(h.judge("segments_never_regress").len(), 1);
+    }
+
+    #[test]
+    fn a_boot_that_does_not_bump_segments_is_caught() {
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.meta(0, Some(&a), "r", RunStatus::Running, 1);
+        h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
+        let b = h.acquire(1, "b", "r", 2);
+        h.meta(1, Some(&b), "r", RunStatus::Running, 2);
+        h.meta(1, Some(&b), "r", RunStatus::Ok, 2);
+        assert!(h.judge("every_boot_bumps_segments").is_empty());
+        let c = h.acquire(2, "c", "r", 3);
+        h.meta(2, Some(&c), "r", RunStatus::Running, 2);
+        assert_eq!(h.judge("every_boot_bumps_segments").len(), 1);
+        assert!(h.judge("segments_never_regress").is_empty(), "equal is no regression");
+    }
+}

@@ -1,0 +1,218 @@
+//! The engine-level properties: what a run's lifecycle must keep, judged from the store's
+//! apply-ordered history, the engine facts (payments, tool effects, submissions, settles)
+//! and the final state. Like the store properties, none knows which flaw a profile has.
+//!
+//! Who is the holder: a fact acts under the latest grant of the run to the fact's owner
+//! identity, an unleased write under the latest grant to its node incarnation; either is
+//! the CURRENT holder when no other grant of the run took effect after that one. Payments by a superseded holder (a
+//! zombie that has not yet noticed its loss) are the inherent at-least-once window of any
+//! lease: the repayment rules below judge only current holders.
+//!
+//! Only runs an engine actor started (a `Submitted` fact) are judged: the store-level actors
+//! (soak writers, tombstone tenants) write meta and journals by other rules.
+//!
+//! A run's generation starts at each applied journal delete of it: dispatch seqs, blobs
+//! and counters are judged within one generation.
+//!
+//! One file per invariant family, each with its claim in its header: [`meta`], [`settles`],
+//! [`payments`], [`progress`], [`deletion`], [`liveness`]. This file holds what they share:
+//! which runs are judged, grants and deletions per run, and per-dispatch progress.
+
+use std::collections::BTreeMap;
+
+use super::contract::{checkpoint_seq, checkpoint_turns, EntryView, MetaView, Status};
+use super::model::{walk_grants, Judged};
+use super::Property;
+use crate::history::{Call, Fact, FactKind, OpKind};
+
+pub mod deletion;
+pub mod liveness;
+pub mod meta;
+pub mod payments;
+pub mod progress;
+pub mod settles;
+
+/// Every engine-level property, in report order.
+pub const ALL: &[Property] = &[
+    meta::SEGMENTS_NEVER_REGRESS,
+    meta::EVERY_BOOT_BUMPS_SEGMENTS,
+    meta::JOURNAL_NEVER_BEHIND_META,
+    settles::SETTLE_FOLLOWS_SEGMENT_WORK,
+    settles::NO_STRANDED_RUN,
+    payments::CHECKPOINT_NEVER_REGRESSES,
+    payments::COMPLETED_DISPATCH_NEVER_REPAID,
+    settles::ONE_OK_SETTLE_PER_COMPLETED_RUN,
+    deletion::NO_LIVE_RUN_DELETED,
+    progress::NON_REPLAYABLE_TERMINAL_RERUNS,
+    deletion::DELETED_RUN_LEAVES_NO_BLOBS,
+    settles::SETTLED_VALUE_MATCHES_WORKFLOW,
+    deletion::DELETED_RUN_STAYS_DELETED,
+    progress::COMPLETED_RUN_DID_ITS_WORK,
+    liveness::ALL_RUNS_SETTLE_AFTER_HEAL,
+];
+
+/// The runs an engine actor started (a `Submitted` fact): the engine properties judge only
+/// these, never the store-level actors' runs (the soak's, the tombstone's).
+pub(super) fn engine_runs<'h>(j: &Judged<'h>) -> std::collections::BTreeSet<&'h str> {
+    j.history
+        .facts
+        .iter()
+        .filter_map(|f| match &f.kind {
+            FactKind::Submitted { run_id, .. } => Some(run_id.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The position of a call in the apply order (`usize::MAX` when the store noted none).
+pub(super) fn order(c: &Call) -> usize {
+    c.applied.as_ref().map_or(usize::MAX, |a| a.order)
+}
+
+/// One grant, by apply order.
+pub(super) struct GrantRec {
+    order: usize,
+    epoch: u64,
+    node: u32,
+    incarnation: u32,
+    owner: String,
+}
+
+/// Grants and deletions per run, in apply order.
+pub(super) struct Lifecycle {
+    grants: BTreeMap<String, Vec<GrantRec>>,
+    deletes: BTreeMap<String, Vec<usize>>,
+}
+
+impl Lifecycle {
+    fn build(j: &Judged) -> Lifecycle {
+        let mut l = Lifecycle { grants: BTreeMap::new(), deletes: BTreeMap::new() };
+        for &c in &j.applied {
+            match c.op {
+                OpKind::Acquire => {
+                    let epoch = Judged::granted_epoch(c);
+                    if let Some(epoch) = epoch {
+                        l.grants.entry(c.run_id.clone()).or_default().push(GrantRec {
+                            order: order(c),
+                            epoch,
+                            node: c.node,
+                            incarnation: c.incarnation,
+                            owner: c.args.owner.clone().unwrap_or_default(),
+                        });
+                    }
+                }
+                OpKind::Delete => l.deletes.entry(c.run_id.clone()).or_default().push(order(c)),
+                _ => {}
+            }
+        }
+        l
+    }
+
+    /// The generation of `run` at apply position `before` (deletions applied before it).
+    fn generation(&self, run: &str, before: usize) -> usize {
+        self.deletes.get(run).map_or(0, |d| d.iter().filter(|&&o| o < before).count())
+    }
+
+    /// Whether node `n` incarnation `i` held the run's latest grant at `before`, and its epoch.
+    fn current_node(&self, run: &str, node: u32, incarnation: u32, before: usize) -> Option<u64> {
+        let grants = self.grants.get(run)?;
+        let last = grants.iter().rfind(|g| g.order < before)?;
+        (last.node == node && last.incarnation == incarnation).then_some(last.epoch)
+    }
+
+    /// Whether the fact's owner held the run's latest grant when the fact happened.
+    fn current_owner(&self, run: &str, f: &Fact) -> Option<u64> {
+        let grants = self.grants.get(run)?;
+        let last = grants.iter().rfind(|g| g.order < f.applied_before)?;
+        (last.owner == f.owner && last.node == f.node).then_some(last.epoch)
+    }
+}
+
+pub(super) fn meta_of(c: &Call) -> Option<MetaView> {
+    c.args.payload.as_deref().and_then(MetaView::parse)
+}
+
+pub(super) fn entry_of(c: &Call) -> Option<EntryView> {
+    c.args.payload.as_deref().and_then(EntryView::parse)
+}
+
+pub(super) fn final_entries(j: &Judged, run: &str) -> Vec<EntryView> {
+    j.fin.entries.get(run).map(|v| v.iter().filter_map(|p| EntryView::parse(p)).collect()).unwrap_or_default()
+}
+
+pub(super) fn final_status(j: &Judged, run: &str) -> Option<Status> {
+    j.fin.meta.get(run).and_then(|p| MetaView::parse(p)).map(|m| m.status)
+}
+
+/// The turn count of a checkpoint write's bytes (0 for undecodable bytes).
+pub(super) fn turns_of(c: &Call) -> u32 {
+    c.args.bytes.as_deref().and_then(checkpoint_turns).unwrap_or(0)
+}
+
+/// One dispatch of one generation of a run: (run, generation, running seq).
+pub(super) type DispatchKey = (String, usize, u64);
+
+/// One applied checkpoint save: (apply order, turns, made by the current holder).
+pub(super) type Save = (usize, u32, bool);
+
+/// Grants, deletions and per-dispatch progress: what the payment properties read, built once
+/// per judged run (see [`Judged`]'s cache).
+pub(super) struct Dispatches {
+    life: Lifecycle,
+    prog: Progress,
+}
+
+pub(super) fn dispatches<'a>(j: &'a Judged) -> (&'a Lifecycle, &'a Progress) {
+    let d = j.dispatches.get_or_init(|| {
+        let life = Lifecycle::build(j);
+        let prog = progress(j, &life);
+        Dispatches { life, prog }
+    });
+    (&d.life, &d.prog)
+}
+
+/// Per-dispatch durable progress: checkpoint saves and terminals, by apply order.
+pub(super) struct Progress {
+    saves: BTreeMap<DispatchKey, Vec<Save>>,
+    /// (run, generation, dispatch) -> order of the first applied terminal (ref = dispatch).
+    terminals: BTreeMap<DispatchKey, (usize, String)>,
+}
+
+pub(super) fn progress(j: &Judged, life: &Lifecycle) -> Progress {
+    let mut p = Progress { saves: BTreeMap::new(), terminals: BTreeMap::new() };
+    // Dispatches exist only in runs an engine actor started; other runs' appends are not
+    // engine entries and are not decoded here.
+    let runs = engine_runs(j);
+    if runs.is_empty() {
+        return p;
+    }
+    walk_grants(j, |c, g| {
+        if !runs.contains(c.run_id.as_str()) {
+            return;
+        }
+        let o = order(c);
+        match c.op {
+            OpKind::BlobPut => {
+                let Some(r) = c.args.blob_ref.as_deref() else { return };
+                let Some(seq) = checkpoint_seq(r) else { return };
+                let gen = life.generation(&c.run_id, o);
+                let legit = match &c.lease {
+                    Some(_) => super::model::is_legit(c, g),
+                    None => life.current_node(&c.run_id, c.node, c.incarnation, o).is_some(),
+                };
+                p.saves.entry((c.run_id.clone(), gen, seq)).or_default().push((o, turns_of(c), legit));
+            }
+            OpKind::Append => {
+                let Some(e) = entry_of(c) else { return };
+                let (Some(r), false) = (e.ref_seq, e.status == "running") else { return };
+                if !matches!(e.kind.as_str(), "agent" | "step") {
+                    return;
+                }
+                let gen = life.generation(&c.run_id, o);
+                p.terminals.entry((c.run_id.clone(), gen, r)).or_insert((o, e.status.clone()));
+            }
+            _ => {}
+        }
+    });
+    p
+}

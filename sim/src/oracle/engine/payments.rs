@@ -1,0 +1,194 @@
+//! The payment family: paid work is not paid twice. A dispatch's checkpoint never goes
+//! back in turns (and no boot resumes from a regressed one), and a dispatch whose
+//! terminal is durable is never paid again by a current holder.
+//!
+//! Each property is judged from the apply-ordered history and the engine facts, under the
+//! holder and generation rules of [`super`].
+
+use std::collections::BTreeMap;
+
+use super::super::contract::{checkpoint_seq, run_of_ref};
+use super::super::model::{t, who, Judged};
+use super::super::{Expectation, Property, Witness};
+use super::*;
+use crate::history::{Call, Fact, FactKind, OpKind};
+
+pub const CHECKPOINT_NEVER_REGRESSES: Property = Property {
+        name: "checkpoint_never_regresses",
+        expectation: Expectation::Always,
+        claim: "No applied checkpoint write replaces a later turn with an earlier one, and no current holder pays a turn an earlier checkpoint already covered.",
+        not_checked: "Checkpoint contents beyond the turn count; payments by superseded holders.",
+        check: checkpoint_never_regresses,
+};
+
+fn checkpoint_never_regresses(j: &Judged, out: &mut Vec<Witness>) {
+    // (a) applied saves of one ref never go back in turns.
+    let mut last: BTreeMap<&str, (u32, &Call)> = BTreeMap::new();
+    for &c in &j.applied {
+        match c.op {
+            OpKind::Delete => last.retain(|r, _| run_of_ref(r) != c.run_id),
+            OpKind::BlobDelete => {
+                if let Some(r) = c.args.blob_ref.as_deref() {
+                    last.remove(r);
+                }
+            }
+            OpKind::BlobPut => {
+                let Some(r) = c.args.blob_ref.as_deref() else { continue };
+                if checkpoint_seq(r).is_none() {
+                    continue;
+                }
+                let turns = turns_of(c);
+                if let Some(&(prev, pc)) = last.get(r) {
+                    if turns < prev {
+                        out.push(Witness {
+                            witness: format!(
+                                "{}'s save of {r} at t={} wrote turn {turns} over turn {prev} saved by {} at t={}",
+                                who(c),
+                                t(Judged::applied_ns(c)),
+                                who(pc),
+                                t(Judged::applied_ns(pc))
+                            ),
+                            op: Some(c.op.as_str()),
+                            call: Some(c.id),
+                        });
+                    }
+                }
+                last.insert(r, (turns, c));
+            }
+            _ => {}
+        }
+    }
+    // (b) no current holder pays a turn a legitimate earlier save covered.
+    let (life, prog) = dispatches(j);
+    for f in &j.history.facts {
+        let FactKind::Paid { run_id, dispatch, turn, .. } = &f.kind else { continue };
+        if life.current_owner(run_id, f).is_none() {
+            continue;
+        }
+        let gen = life.generation(run_id, f.applied_before);
+        let covered = prog.saves.get(&(run_id.clone(), gen, *dispatch)).and_then(|v| {
+            v.iter().filter(|(o, _, legit)| *o < f.applied_before && *legit).map(|s| s.1).max()
+        });
+        if let Some(covered) = covered.filter(|&c| c > *turn) {
+            out.push(Witness {
+                witness: format!(
+                    "n{} paid turn {turn} of run {run_id} dispatch {dispatch} at t={} though a holder had already checkpointed {covered} turns of it (a boot restored an older turn)",
+                    f.node,
+                    t(f.at_ns)
+                ),
+                op: None,
+                call: None,
+            });
+        }
+    }
+}
+
+pub const COMPLETED_DISPATCH_NEVER_REPAID: Property = Property {
+        name: "completed_dispatch_never_repaid",
+        expectation: Expectation::Always,
+        claim: "No current holder pays or runs a tool for a dispatch whose terminal is durable, and a turn is paid again only in the documented windows (no terminal yet, and not covered by a saved checkpoint).",
+        not_checked: "Payments by superseded holders (the lease's inherent at-least-once window).",
+        check: completed_dispatch_never_repaid,
+};
+
+fn completed_dispatch_never_repaid(j: &Judged, out: &mut Vec<Witness>) {
+    let (life, prog) = dispatches(j);
+    let mut seen: BTreeMap<(String, usize, u64, u32, &'static str), &Fact> = BTreeMap::new();
+    for f in &j.history.facts {
+        let (run_id, dispatch, turn, what) = match &f.kind {
+            FactKind::Paid { run_id, dispatch, turn, .. } => (run_id, *dispatch, *turn, "paid turn"),
+            FactKind::Tool { run_id, dispatch, turn, .. } => (run_id, *dispatch, *turn, "tool of turn"),
+            _ => continue,
+        };
+        if life.current_owner(run_id, f).is_none() {
+            continue;
+        }
+        let gen = life.generation(run_id, f.applied_before);
+        let key = (run_id.clone(), gen, dispatch);
+        if let Some((o, status)) = prog.terminals.get(&key).filter(|(o, _)| *o < f.applied_before) {
+            let _ = o;
+            out.push(Witness {
+                witness: format!(
+                    "n{} {what} {turn} of run {run_id} dispatch {dispatch} at t={} after the dispatch's {status} terminal was durable",
+                    f.node,
+                    t(f.at_ns)
+                ),
+                op: None,
+                call: None,
+            });
+            continue;
+        }
+        let covered = prog
+            .saves
+            .get(&key)
+            .and_then(|v| v.iter().filter(|(o, _, legit)| *o < f.applied_before && *legit).map(|s| s.1).max())
+            .unwrap_or(0);
+        let k = (run_id.clone(), gen, dispatch, turn, what);
+        if let Some(prev) = seen.get(&k) {
+            if turn < covered {
+                out.push(Witness {
+                    witness: format!(
+                        "n{} {what} {turn} of run {run_id} dispatch {dispatch} again at t={} (first by n{} at t={}) though {covered} turns were checkpointed",
+                        f.node,
+                        t(f.at_ns),
+                        prev.node,
+                        t(prev.at_ns)
+                    ),
+                    op: None,
+                    call: None,
+                });
+            }
+        } else {
+            seen.insert(k, f);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+
+    use crate::oracle::testkit::engine::*;
+
+    #[test]
+    fn checkpoint_regressions_and_regressed_boots_are_caught() {
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", running(1));
+        h.pay(0, "a", "r", 1, 0);
+        h.ckpt(0, &a, "r", 1, 1);
+        h.pay(0, "a", "r", 1, 1);
+        // a crash; b restores turn 1 and repays turn 1 only: lawful.
+        let b = h.acquire(1, "b", "r", 2);
+        h.pay(1, "b", "r", 1, 1);
+        h.ckpt(1, &b, "r", 1, 2);
+        h.pay(1, "b", "r", 1, 2);
+        h.ckpt(1, &b, "r", 1, 3);
+        assert!(h.judge("checkpoint_never_regresses").is_empty());
+        assert!(h.judge("completed_dispatch_never_repaid").is_empty());
+        // a stale save of turn 2 lands over turn 3, and the next boot repays turn 2.
+        h.ckpt(0, &a, "r", 1, 2);
+        let _c = h.acquire(2, "c", "r", 3);
+        h.pay(2, "c", "r", 1, 2);
+        let v = h.judge("checkpoint_never_regresses");
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert_eq!(h.judge("completed_dispatch_never_repaid").len(), 1);
+    }
+
+    #[test]
+    fn paying_a_completed_dispatch_is_caught_but_a_zombie_payment_is_not_judged() {
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", running(1));
+        h.pay(0, "a", "r", 1, 0);
+        let b = h.acquire(1, "b", "r", 2);
+        // a, superseded, pays again before it notices: the lease's inherent window.
+        h.pay(0, "a", "r", 1, 0);
+        h.pay(1, "b", "r", 1, 0);
+        h.append(1, &b, "r", terminal(2, 1, "ok"));
+        assert!(h.judge("completed_dispatch_never_repaid").is_empty());
+        h.pay(1, "b", "r", 1, 0);
+        let v = h.judge("completed_dispatch_never_repaid");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("terminal was durable"), "{}", v[0].witness);
+    }
+}

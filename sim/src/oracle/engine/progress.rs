@@ -1,0 +1,291 @@
+//! The progress family: a run that ends ok did its work. Every op of its workflow has a
+//! terminal, every provider and tool turn of an ok dispatch ran, every await was answered;
+//! and a segment that settles ok after a failed settle dispatched again every op whose last
+//! dispatch ended error, limit or cancelled (terminals that never replay).
+//!
+//! Each property is judged from the apply-ordered history and the engine facts, under the
+//! holder and generation rules of [`super`].
+
+use std::collections::BTreeMap;
+
+use store::engine::Op;
+
+use super::super::contract::{op_key, settle_status, EntryView, Status};
+use super::super::model::{t, who, Judged};
+use super::super::{Expectation, Property, Witness};
+use super::*;
+use crate::history::{FactKind, OpKind};
+use crate::ledger::catalog_workflows;
+
+pub const NON_REPLAYABLE_TERMINAL_RERUNS: Property = Property {
+        name: "non_replayable_terminal_reruns",
+        expectation: Expectation::Always,
+        claim: "A segment that settles a run ok, booted while the journal's last settle was not ok, dispatched again (a new running entry) every op whose latest dispatch had ended error, limit or cancelled: those are never replayed as results.",
+        not_checked: "Meta writes and appends that carry no lease; ops whose latest terminal is ok (those replay).",
+        check: non_replayable_terminal_reruns,
+};
+
+fn non_replayable_terminal_reruns(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    /// What one lease saw at its boot, and what it appended since.
+    struct Tenure {
+        must_rerun: Vec<String>,
+        rerun: Vec<String>,
+    }
+    let mut journal: BTreeMap<&str, Vec<EntryView>> = BTreeMap::new();
+    let mut tenures: BTreeMap<(&str, u64, &str), Tenure> = BTreeMap::new();
+    for &c in j.applied.iter().filter(|c| runs.contains(c.run_id.as_str())) {
+        if c.op == OpKind::Delete {
+            journal.remove(c.run_id.as_str());
+            continue;
+        }
+        let Some(l) = &c.lease else { continue };
+        if !matches!(c.op, OpKind::Append | OpKind::PutMeta) {
+            continue;
+        }
+        let key = (c.run_id.as_str(), l.epoch.0, l.owner.as_str());
+        let entries = journal.entry(c.run_id.as_str()).or_default();
+        let tenure = tenures.entry(key).or_insert_with(|| {
+            let settled_ok = entries.iter().rev().find_map(settle_status) == Some(Status::Ok);
+            // Per op key: its latest dispatch (running entry) and that dispatch's terminal.
+            let mut latest: BTreeMap<&str, Option<&str>> = BTreeMap::new();
+            for e in entries.iter() {
+                if matches!(e.kind.as_str(), "agent" | "step") && e.status == "running" && e.ref_seq.is_none()
+                {
+                    let terminal =
+                        entries.iter().find(|t| t.ref_seq == Some(e.seq)).map(|t| t.status.as_str());
+                    latest.insert(e.key.as_str(), terminal);
+                }
+            }
+            let must_rerun = if settled_ok {
+                Vec::new()
+            } else {
+                latest
+                    .iter()
+                    .filter(|(_, s)| matches!(**s, Some("error" | "limit" | "cancelled")))
+                    .map(|(k, _)| k.to_string())
+                    .collect()
+            };
+            Tenure { must_rerun, rerun: Vec::new() }
+        });
+        if c.op != OpKind::Append {
+            continue;
+        }
+        let Some(e) = entry_of(c) else { continue };
+        if e.status == "running" && e.ref_seq.is_none() {
+            tenure.rerun.push(e.key.clone());
+        }
+        if settle_status(&e) == Some(Status::Ok) {
+            for k in tenure.must_rerun.iter().filter(|k| !tenure.rerun.contains(k)) {
+                out.push(Witness {
+                    witness: format!(
+                        "run {}: {} settled ok at t={} without dispatching {k} again, whose latest terminal was not ok when it booted (a non-replayable terminal was replayed)",
+                        c.run_id,
+                        who(c),
+                        t(Judged::applied_ns(c))
+                    ),
+                    op: Some(c.op.as_str()),
+                    call: Some(c.id),
+                });
+            }
+        }
+        entries.push(e);
+    }
+}
+
+pub const COMPLETED_RUN_DID_ITS_WORK: Property = Property {
+        name: "completed_run_did_its_work",
+        expectation: Expectation::Always,
+        claim: "A run that ends ok did all of its workflow's work: every step and agent op has a terminal entry, an ok one paid every provider turn and ran every tool turn of its dispatch at least once, and every await's suspension has its own journaled resolution.",
+        not_checked: "Exactly-once (repayment is completed_dispatch_never_repaid's); runs whose workflow the world does not know; runs that do not end ok.",
+        check: completed_run_did_its_work,
+};
+
+fn completed_run_did_its_work(j: &Judged, out: &mut Vec<Witness>) {
+    use std::collections::BTreeSet;
+    let workflows = catalog_workflows();
+    let mut workflow_of: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut paid: BTreeSet<(&str, &str, u64, u32)> = BTreeSet::new();
+    let mut ran: BTreeSet<(&str, &str, u64, u32)> = BTreeSet::new();
+    for f in &j.history.facts {
+        match &f.kind {
+            FactKind::Submitted { run_id, workflow } => {
+                workflow_of.insert(run_id, workflow);
+            }
+            FactKind::Paid { run_id, op, dispatch, turn } => {
+                paid.insert((run_id, op, *dispatch, *turn));
+            }
+            FactKind::Tool { run_id, op, dispatch, turn } => {
+                ran.insert((run_id, op, *dispatch, *turn));
+            }
+            _ => {}
+        }
+    }
+    for (run, wf_name) in workflow_of {
+        if final_status(j, run) != Some(Status::Ok) {
+            continue;
+        }
+        let Some(wf) = workflows.get(wf_name) else { continue };
+        let entries = final_entries(j, run);
+        let mut missing: Vec<String> = Vec::new();
+        for (index, op) in wf.ops.iter().enumerate() {
+            let key = op_key(op, index);
+            match op {
+                Op::Step { name } | Op::Agent { name, .. } => {
+                    let kind = if matches!(op, Op::Step { .. }) { "step" } else { "agent" };
+                    let Some(terminal) = entries.iter().rev().find(|e| {
+                        e.key == key && e.kind == kind && e.status != "running" && e.ref_seq.is_some()
+                    }) else {
+                        missing.push(format!("{key} has no terminal entry"));
+                        continue;
+                    };
+                    // Only an ok terminal did all its turns (a `limit` stopped early by design).
+                    if terminal.status != "ok" {
+                        continue;
+                    }
+                    let dispatch = terminal.ref_seq.unwrap_or(0);
+                    let (provider_turns, tool_turns) = match op {
+                        // An agent that cannot end ok within a sane turn count is not judged.
+                        Op::Agent { tool_turns, .. } if *tool_turns > 1_000 => continue,
+                        Op::Agent { tool_turns, .. } => (Some(*tool_turns), *tool_turns),
+                        _ => (None, 1),
+                    };
+                    for turn in 0..=provider_turns.unwrap_or(0) {
+                        if provider_turns.is_some() && !paid.contains(&(run, name.as_str(), dispatch, turn)) {
+                            missing.push(format!(
+                                "{key}: provider turn {turn} of dispatch {dispatch} was never paid"
+                            ));
+                        }
+                    }
+                    for turn in 0..tool_turns {
+                        if !ran.contains(&(run, name.as_str(), dispatch, turn)) {
+                            missing.push(format!("{key}: tool turn {turn} of dispatch {dispatch} never ran"));
+                        }
+                    }
+                }
+                Op::Await { .. } => {
+                    let Some(suspension) = entries.iter().rev().find(|e| {
+                        e.key == key
+                            && matches!(e.kind.as_str(), "external" | "approval")
+                            && e.status == "suspended"
+                    }) else {
+                        missing.push(format!("{key} never suspended"));
+                        continue;
+                    };
+                    if !entries.iter().any(|e| e.kind == "resolution" && e.ref_seq == Some(suspension.seq)) {
+                        missing.push(format!(
+                            "{key}: the suspension at seq {} has no resolution",
+                            suspension.seq
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some(first) = missing.first() {
+            out.push(Witness {
+                witness: format!(
+                    "run {run} ({wf_name}) ends ok but {first}{}",
+                    if missing.len() > 1 {
+                        format!(" (and {} more)", missing.len() - 1)
+                    } else {
+                        String::new()
+                    }
+                ),
+                op: None,
+                call: None,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::oracle::testkit::engine::*;
+
+    #[test]
+    fn a_completed_run_missing_a_paid_turn_is_caught() {
+        let journal = [
+            op_entry(1, "agent", "op:0:one", "running", None),
+            op_entry(2, "agent", "op:0:one", "ok", Some(1)),
+            op_entry(3, "agent", "op:1:two", "running", None),
+            op_entry(4, "agent", "op:1:two", "ok", Some(3)),
+        ];
+        let mut h = ended_ok("happy", &journal);
+        paid(&mut h, "one", 1, 0);
+        assert_eq!(h.judge("completed_run_did_its_work").len(), 1, "op two was never paid");
+        paid(&mut h, "two", 3, 0);
+        assert!(h.judge("completed_run_did_its_work").is_empty());
+        // A run that does not end ok is not judged.
+        let mut h = ended_ok("happy", &journal[..2]);
+        h.fin.meta.insert("r".into(), json!({"runId": "r", "status": "running"}).to_string());
+        assert!(h.judge("completed_run_did_its_work").is_empty());
+    }
+
+    #[test]
+    fn a_completed_run_whose_tool_turn_never_ran_is_caught() {
+        let journal = [
+            op_entry(1, "step", "op:0:fetch", "running", None),
+            op_entry(2, "step", "op:0:fetch", "ok", Some(1)),
+            op_entry(3, "agent", "op:1:research", "running", None),
+            op_entry(4, "agent", "op:1:research", "ok", Some(3)),
+            op_entry(5, "step", "op:2:publish", "running", None),
+            op_entry(6, "step", "op:2:publish", "ok", Some(5)),
+        ];
+        let mut h = ended_ok("pipeline", &journal);
+        tool(&mut h, "fetch", 1, 0);
+        tool(&mut h, "publish", 5, 0);
+        for turn in 0..=4 {
+            paid(&mut h, "research", 3, turn);
+        }
+        for turn in [0, 1, 3] {
+            tool(&mut h, "research", 3, turn);
+        }
+        let v = h.judge("completed_run_did_its_work");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("tool turn 2 of dispatch 3 never ran"), "{}", v[0].witness);
+        // The same turn run under an earlier dispatch does not count for this one.
+        tool(&mut h, "research", 1, 2);
+        assert_eq!(h.judge("completed_run_did_its_work").len(), 1);
+        tool(&mut h, "research", 3, 2);
+        assert!(h.judge("completed_run_did_its_work").is_empty());
+        // A step with no terminal at all is missing work.
+        let mut h = ended_ok("pipeline", &journal[..4]);
+        tool(&mut h, "fetch", 1, 0);
+        for turn in 0..=4 {
+            paid(&mut h, "research", 3, turn);
+            tool(&mut h, "research", 3, turn);
+        }
+        let v = h.judge("completed_run_did_its_work");
+        assert!(v.len() == 1 && v[0].witness.contains("op:2:publish has no terminal entry"), "{v:?}");
+    }
+
+    #[test]
+    fn a_completed_run_past_an_unresolved_suspension_is_caught() {
+        let mut journal = vec![
+            op_entry(1, "agent", "op:0:draft", "running", None),
+            op_entry(2, "agent", "op:0:draft", "ok", Some(1)),
+            op_entry(3, "external", "await:sign-off", "suspended", None),
+            op_entry(4, "agent", "op:2:publish", "running", None),
+            op_entry(5, "agent", "op:2:publish", "ok", Some(4)),
+        ];
+        let facts = |h: &mut HistoryBuilder| {
+            paid(h, "draft", 1, 0);
+            paid(h, "publish", 4, 0);
+        };
+        let mut h = ended_ok("approval", &journal);
+        facts(&mut h);
+        let v = h.judge("completed_run_did_its_work");
+        assert!(v.len() == 1 && v[0].witness.contains("has no resolution"), "{v:?}");
+        // A resolution of another suspension does not count.
+        journal.push(op_entry(6, "resolution", "await:other", "ok", Some(99)));
+        let mut h = ended_ok("approval", &journal);
+        facts(&mut h);
+        assert_eq!(h.judge("completed_run_did_its_work").len(), 1);
+        journal.push(op_entry(7, "resolution", "await:sign-off", "ok", Some(3)));
+        let mut h = ended_ok("approval", &journal);
+        facts(&mut h);
+        assert!(h.judge("completed_run_did_its_work").is_empty());
+    }
+}

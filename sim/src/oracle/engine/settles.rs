@@ -1,0 +1,255 @@
+//! The settle family: how a run's end is written. A segment's work is followed by its
+//! `run_settle`, no run ends stranded (terminal meta over live journal work), a completed
+//! run journals exactly one ok settle and never two equal settles without work between
+//! them, and the settled value is the one its workflow computes.
+//!
+//! Each property is judged from the apply-ordered history and the engine facts, under the
+//! holder and generation rules of [`super`].
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::super::contract::{audit, settle_status, EntryView, Status, Verdict};
+use super::super::model::{t, who, Judged};
+use super::super::{Expectation, Property, Witness};
+use super::*;
+use crate::history::{FactKind, OpKind};
+use crate::ledger::{catalog_workflows, expected_value};
+
+pub const SETTLE_FOLLOWS_SEGMENT_WORK: Property = Property {
+        name: "settle_follows_segment_work",
+        expectation: Expectation::Always,
+        claim: "A segment that appended anything before its settle meta write appended a run_settle of that status as its last entry (the write-on-change rule: new work is always journaled as settled).",
+        not_checked: "Meta writes that carry no lease; segments that appended nothing (their settle is skipped when the status is unchanged).",
+        check: settle_follows_segment_work,
+};
+
+fn settle_follows_segment_work(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    // Per (run, epoch, owner): the last entry that lease appended.
+    let mut last: BTreeMap<(&str, u64, &str), EntryView> = BTreeMap::new();
+    for &c in j.applied.iter().filter(|c| runs.contains(c.run_id.as_str())) {
+        let Some(l) = &c.lease else { continue };
+        let key = (c.run_id.as_str(), l.epoch.0, l.owner.as_str());
+        match c.op {
+            OpKind::Append => {
+                if let Some(e) = entry_of(c) {
+                    last.insert(key, e);
+                }
+            }
+            OpKind::PutMeta => {
+                let Some(m) = meta_of(c) else { continue };
+                if m.status == Status::Running {
+                    continue;
+                }
+                let Some(e) = last.get(&key) else { continue };
+                if settle_status(e) != Some(m.status) {
+                    out.push(Witness {
+                        witness: format!(
+                            "run {}: {}'s settle meta write ({}) at t={} follows its own {} entry seq {} and no run_settle of that status",
+                            c.run_id,
+                            who(c),
+                            m.status,
+                            t(Judged::applied_ns(c)),
+                            e.kind,
+                            e.seq
+                        ),
+                        op: Some(c.op.as_str()),
+                        call: Some(c.id),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+pub const NO_STRANDED_RUN: Property = Property {
+    name: "no_stranded_run",
+    expectation: Expectation::Always,
+    claim: "No run ends with a terminal meta row over live journal work (the reconciler's stranded verdict).",
+    not_checked: "Runs with no meta row.",
+    check: no_stranded_run,
+};
+
+fn no_stranded_run(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    for run in j.fin.meta.keys().filter(|r| runs.contains(r.as_str())) {
+        let audit = audit(final_status(j, run), &final_entries(j, run));
+        if audit.verdict == Verdict::Stranded {
+            out.push(Witness {
+                witness: format!("run {run} ends stranded: {}", audit.reason),
+                op: None,
+                call: None,
+            });
+        }
+    }
+}
+
+pub const ONE_OK_SETTLE_PER_COMPLETED_RUN: Property = Property {
+        name: "one_ok_settle_per_completed_run",
+        expectation: Expectation::Always,
+        claim: "Each run's journal holds at most one ok run_settle, a run whose meta is ok and that journals settles ends with exactly that one, and two settles of the same status have journal work between them.",
+        not_checked: "Journals without any run_settle (engines before the journaled settle).",
+        check: one_ok_settle_per_completed_run,
+};
+
+fn one_ok_settle_per_completed_run(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    for run in j.fin.entries.keys().filter(|r| runs.contains(r.as_str())) {
+        let entries = final_entries(j, run);
+        let settles: Vec<(usize, Status)> =
+            entries.iter().enumerate().filter_map(|(i, e)| settle_status(e).map(|s| (i, s))).collect();
+        if settles.is_empty() {
+            continue;
+        }
+        let oks = settles.iter().filter(|(_, s)| *s == Status::Ok).count();
+        if oks > 1 {
+            out.push(Witness {
+                witness: format!("run {run}: the journal holds {oks} ok run_settle entries"),
+                op: None,
+                call: None,
+            });
+        }
+        if final_status(j, run) == Some(Status::Ok) && settles.last().map(|s| s.1) != Some(Status::Ok) {
+            out.push(Witness {
+                witness: format!(
+                    "run {run}: meta is ok but the journal's last run_settle is {}",
+                    settles.last().map_or("none".to_string(), |s| s.1.to_string())
+                ),
+                op: None,
+                call: None,
+            });
+        }
+        for w in settles.windows(2) {
+            if w[0].1 == w[1].1 && w[1].0 == w[0].0 + 1 {
+                out.push(Witness {
+                    witness: format!(
+                        "run {run}: two {} run_settle entries at positions {} and {} with no journal work between them",
+                        w[0].1,
+                        w[0].0 + 1,
+                        w[1].0 + 1
+                    ),
+                    op: None,
+                    call: None,
+                });
+            }
+        }
+    }
+}
+
+pub const SETTLED_VALUE_MATCHES_WORKFLOW: Property = Property {
+    name: "settled_value_matches_workflow",
+    expectation: Expectation::Always,
+    claim: "Every segment that settles ok returns exactly the workflow's value in this world.",
+    not_checked: "Values of runs whose workflow the world does not know.",
+    check: settled_value_matches_workflow,
+};
+
+fn settled_value_matches_workflow(j: &Judged, out: &mut Vec<Witness>) {
+    let workflows = catalog_workflows();
+    let mut submitted: BTreeMap<&str, &str> = BTreeMap::new();
+    for f in &j.history.facts {
+        match &f.kind {
+            FactKind::Submitted { run_id, workflow } => {
+                submitted.insert(run_id, workflow);
+            }
+            FactKind::Settled { run_id, status, value, segment } if status == "ok" => {
+                let Some(wf) = submitted.get(run_id.as_str()).and_then(|w| workflows.get(*w)) else {
+                    continue;
+                };
+                let want = expected_value(wf);
+                let have: Option<Value> = value.as_deref().and_then(|v| serde_json::from_str(v).ok());
+                if have.as_ref() != Some(&want) {
+                    out.push(Witness {
+                        witness: format!(
+                            "run {run_id}: n{}'s segment {segment} settled ok at t={} with {} instead of {want}",
+                            f.node,
+                            t(f.at_ns),
+                            value.as_deref().unwrap_or("no value")
+                        ),
+                        op: None,
+                        call: None,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use store::RunStatus;
+
+    use crate::history::FactKind;
+    use crate::oracle::testkit::engine::*;
+
+    #[test]
+    fn a_terminal_meta_over_live_work_is_caught() {
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.meta(0, Some(&a), "r", RunStatus::Running, 1);
+        h.append(0, &a, "r", running(1));
+        h.append(0, &a, "r", terminal(2, 1, "ok"));
+        h.append(0, &a, "r", settle(3, "ok"));
+        h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
+        assert!(h.judge("journal_never_behind_meta").is_empty());
+        assert!(h.judge("no_stranded_run").is_empty());
+        assert!(h.judge("one_ok_settle_per_completed_run").is_empty());
+        // A later segment starts work; a stale terminal meta lands over it.
+        let b = h.acquire(1, "b", "r", 2);
+        h.append(1, &b, "r", running(4));
+        h.meta(0, None, "r", RunStatus::Error, 1);
+        assert_eq!(h.judge("journal_never_behind_meta").len(), 1);
+        assert_eq!(h.judge("no_stranded_run").len(), 1);
+    }
+
+    #[test]
+    fn settles_are_one_per_status_change() {
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", settle(1, "suspended"));
+        h.append(0, &a, "r", settle(2, "suspended"));
+        assert_eq!(h.judge("one_ok_settle_per_completed_run").len(), 1, "two equal settles back to back");
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", settle(1, "ok"));
+        h.append(0, &a, "r", running(2));
+        h.append(0, &a, "r", settle(3, "ok"));
+        h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
+        let v = h.judge("one_ok_settle_per_completed_run");
+        assert!(v.iter().any(|v| v.witness.contains("2 ok run_settle")), "{v:?}");
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", settle(1, "error"));
+        h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
+        assert_eq!(
+            h.judge("one_ok_settle_per_completed_run").len(),
+            1,
+            "meta ok over a journal settled error"
+        );
+    }
+
+    #[test]
+    fn a_wrong_settled_value_is_caught() {
+        let mut h = HistoryBuilder::engine_run();
+        h.fact(0, "a", FactKind::Submitted { run_id: "r".into(), workflow: "happy".into() });
+        let good = json!({"one": "alpha", "two": "beta"}).to_string();
+        h.fact(
+            0,
+            "a",
+            FactKind::Settled { run_id: "r".into(), status: "ok".into(), value: Some(good), segment: 1 },
+        );
+        assert!(h.judge("settled_value_matches_workflow").is_empty());
+        let bad = json!({"one": "alpha"}).to_string();
+        h.fact(
+            0,
+            "a",
+            FactKind::Settled { run_id: "r".into(), status: "ok".into(), value: Some(bad), segment: 2 },
+        );
+        assert_eq!(h.judge("settled_value_matches_workflow").len(), 1);
+    }
+}
