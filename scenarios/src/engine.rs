@@ -218,8 +218,8 @@ impl QueueShared {
     }
 }
 
-fn shared(world: &WorldState) -> Option<Rc<QueueShared>> {
-    world.shared.clone().downcast::<QueueShared>().ok()
+fn shared(world: &WorldState) -> Rc<QueueShared> {
+    world.shared_as::<QueueShared>()
 }
 
 /// Run-id suffixes chosen so that ids are prefixes of each other (`run-1`, `run-10`,
@@ -313,19 +313,21 @@ impl Scenario for EngineScenario {
     fn faults(&self, _knobs: &Knobs) -> FaultProfile {
         let (points, crash_points) = self.points();
         let focused = self.focus != Focus::Everywhere;
-        FaultProfile {
-            points,
-            active_per_mille: if focused { (500, 1000) } else { (200, 600) },
-            fire_per_mille: if focused { (50, 300) } else { (10, 60) },
-            stall_per_mille: if focused { (500, 900) } else { (200, 600) },
-            stall_past_ttl_per_mille: if focused { (400, 900) } else { (100, 500) },
-            // Long enough for a successor to take over and get turns ahead.
-            stall_past_ttl_max_pct: 300,
-            crash_per_mille: if focused { (0, 200) } else { (0, 100) },
-            occurrences: 60,
-            skew_ms_max: 20,
-            drift_ppm_max: 200,
-            crash_points,
+        let profile = FaultProfile::at(points).occurrences(60).clocks(20, 200);
+        // Stalls past the ttl run up to 3x it: long enough for a successor to take over and
+        // get turns ahead.
+        if focused {
+            profile.active(500, 1000).fire(50, 300).stalls((500, 900), (400, 900), 300).crashes(
+                0,
+                200,
+                crash_points,
+            )
+        } else {
+            profile.active(200, 600).fire(10, 60).stalls((200, 600), (100, 500), 300).crashes(
+                0,
+                100,
+                crash_points,
+            )
         }
     }
 
@@ -373,7 +375,7 @@ impl Scenario for EngineScenario {
 
     fn supervise(&self, world: Rc<WorldState>) -> LocalFuture<'static, ()> {
         Box::pin(async move {
-            let Some(sh) = shared(&world) else { return };
+            let sh = shared(&world);
             madsim::time::sleep(Duration::from_millis(world.plan.knobs.cap_ms)).await;
             // The heal: faults off, every node up, suspensions answered, until every run
             // that exists is terminal (bounded).
@@ -456,7 +458,7 @@ impl Scenario for EngineScenario {
 
 /// One node: a host for its share of the runs, a queue worker, an operator.
 async fn node_body(node: NodeCtx) {
-    let Some(sh) = shared(&node.world) else { return };
+    let sh = shared(&node.world);
     sh.restarted(node.index, node.incarnation);
     let rec = node.world.recorder.clone();
     let env: Rc<dyn store::Env> = node.env.clone();

@@ -66,8 +66,8 @@ pub struct KillShared {
     referee_done: Cell<bool>,
 }
 
-fn shared(world: &WorldState) -> Option<Rc<KillShared>> {
-    world.shared.clone().downcast::<KillShared>().ok()
+fn shared(world: &WorldState) -> Rc<KillShared> {
+    world.shared_as::<KillShared>()
 }
 
 /// A journal store that kills its process before or after the k-th matching write.
@@ -87,9 +87,7 @@ impl KillSwitch {
     }
 
     async fn die(&self) -> ! {
-        if let Some(sh) = shared(&self.world) {
-            sh.died.borrow_mut()[self.node as usize] = true;
-        }
+        shared(&self.world).died.borrow_mut()[self.node as usize] = true;
         // Killed for good: the run ends long before this restart would happen.
         self.world.crash_self(self.node, 3_600_000);
         std::future::pending::<()>().await;
@@ -271,7 +269,7 @@ impl Scenario for KillPoints {
 
     fn node_main(&self, node: NodeCtx) -> LocalFuture<'static, ()> {
         Box::pin(async move {
-            let Some(sh) = shared(&node.world) else { return };
+            let sh = shared(&node.world);
             if node.incarnation > 0 {
                 return;
             }
@@ -285,7 +283,7 @@ impl Scenario for KillPoints {
 
     fn supervise(&self, world: Rc<WorldState>) -> LocalFuture<'static, ()> {
         Box::pin(async move {
-            let Some(sh) = shared(&world) else { return };
+            let sh = shared(&world);
             for _ in 0..6000 {
                 if sh.referee_done.get() {
                     break;
@@ -348,7 +346,7 @@ struct Observed {
 }
 
 fn table_rows(world: &WorldState, history: &History, fin: &FinalState) -> Vec<Observed> {
-    let Some(sh) = shared(world) else { return Vec::new() };
+    let sh = shared(world);
     let count = |owner: &str, run: &str| {
         let mut paid = 0;
         let mut tools = 0;

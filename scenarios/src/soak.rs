@@ -135,7 +135,7 @@ impl Soak {
 }
 
 fn shared(world: &WorldState) -> Rc<SoakShared> {
-    world.shared.clone().downcast::<SoakShared>().unwrap_or_else(|_| Rc::new(SoakShared::new(0, 0, 0)))
+    world.shared_as::<SoakShared>()
 }
 
 impl Scenario for Soak {
@@ -167,49 +167,29 @@ impl Scenario for Soak {
                     .copied()
                     .filter(|p| !matches!(p.moment(), Moment::Before | Moment::Boot))
                     .collect();
-                FaultProfile {
-                    points,
-                    active_per_mille: (150, 500),
-                    fire_per_mille: (5, 60),
-                    stall_per_mille: (200, 600),
-                    stall_past_ttl_per_mille: (100, 500),
-                    stall_past_ttl_max_pct: 160,
-                    crash_per_mille: (0, 80),
-                    occurrences: 300,
-                    skew_ms_max: 20,
-                    drift_ppm_max: 200,
-                    crash_points,
-                }
+                FaultProfile::at(points)
+                    .active(150, 500)
+                    .fire(5, 60)
+                    .stalls((200, 600), (100, 500), 160)
+                    .crashes(0, 80, crash_points)
+                    .occurrences(300)
+                    .clocks(20, 200)
             }
             // Stalls (often past the ttl) and yields between the fence check and the
             // mutation of the three surfaces the writers storm; no crashes, no boot faults.
-            Emphasis::CheckWindows => FaultProfile {
-                points: CHECK_WINDOWS.to_vec(),
-                active_per_mille: (600, 1000),
-                fire_per_mille: (20, 120),
-                stall_per_mille: (400, 900),
-                stall_past_ttl_per_mille: (300, 800),
-                stall_past_ttl_max_pct: 160,
-                crash_per_mille: (0, 0),
-                occurrences: 300,
-                skew_ms_max: 20,
-                drift_ppm_max: 200,
-                crash_points: Vec::new(),
-            },
+            Emphasis::CheckWindows => FaultProfile::at(CHECK_WINDOWS.to_vec())
+                .active(600, 1000)
+                .fire(20, 120)
+                .stalls((400, 900), (300, 800), 160)
+                .occurrences(300)
+                .clocks(20, 200),
             // Yields and short stalls inside the constructor's bootstrap only.
-            Emphasis::Boot => FaultProfile {
-                points: BOOT_POINTS.to_vec(),
-                active_per_mille: (500, 1000),
-                fire_per_mille: (300, 900),
-                stall_per_mille: (0, 500),
-                stall_past_ttl_per_mille: (0, 0),
-                stall_past_ttl_max_pct: 160,
-                crash_per_mille: (0, 0),
-                occurrences: 2,
-                skew_ms_max: 20,
-                drift_ppm_max: 200,
-                crash_points: Vec::new(),
-            },
+            Emphasis::Boot => FaultProfile::at(BOOT_POINTS.to_vec())
+                .active(500, 1000)
+                .fire(300, 900)
+                .stalls((0, 500), (0, 0), 160)
+                .occurrences(2)
+                .clocks(20, 200),
         }
     }
 

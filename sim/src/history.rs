@@ -536,6 +536,7 @@ impl Recorder {
         let mut h = self.inner.borrow_mut();
         let seen_at = h.applied_count;
         let c = &mut h.calls[id];
+        assert!(c.returned_ns.is_none(), "call {id} ({} of {}) returned twice", c.op.as_str(), c.run_id);
         c.returned_ns = Some(now_ns);
         c.outcome = outcome;
         c.granted = granted;
@@ -677,4 +678,18 @@ pub fn describe_call(c: &Call) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[should_panic(expected = "returned twice")]
+    fn a_call_returned_twice_is_a_harness_bug() {
+        let rec = Recorder::default();
+        let id = rec.invoke(0, 0, OpKind::Load, "r", None, Args::default(), 1);
+        rec.ret(id, Outcome::Ok { detail: String::new() }, None, 2);
+        rec.ret(id, Outcome::Ok { detail: String::new() }, None, 3);
+    }
 }

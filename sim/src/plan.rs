@@ -210,6 +210,14 @@ impl LazyDecisions {
         let mut streams = self.streams.borrow_mut();
         let slot = &mut streams[node as usize * FaultPoint::ALL.len() + point.index()];
         let (r, next) = slot.get_or_insert_with(|| (rng(self.plan.seed, point.name(), u64::from(node)), 1));
+        // The world counts each (node, point) and asks once per occurrence: asking an earlier
+        // one again would silently read a decision already discarded.
+        assert!(
+            occurrence >= *next,
+            "occurrence {occurrence} of {} on n{node} asked after occurrence {} was drawn",
+            point.name(),
+            *next - 1
+        );
         let mut out = None;
         while *next <= occurrence {
             let drawn = self.recipe.draw(&self.plan, r, node, point, *next);
@@ -259,6 +267,48 @@ impl FaultProfile {
             drift_ppm_max: 0,
             crash_points: Vec::new(),
         }
+    }
+
+    /// Faults at these points, each setting still off: the scenario turns on what it uses
+    /// with the setters below (a setter left out keeps [`FaultProfile::none`]'s value).
+    pub fn at(points: Vec<FaultPoint>) -> FaultProfile {
+        FaultProfile { points, ..FaultProfile::none() }
+    }
+
+    /// The per-mille range a point becomes active with, per seed.
+    pub fn active(self, lo: u32, hi: u32) -> FaultProfile {
+        FaultProfile { active_per_mille: (lo, hi), ..self }
+    }
+
+    /// The per-mille range an active point fires with, per occurrence.
+    pub fn fire(self, lo: u32, hi: u32) -> FaultProfile {
+        FaultProfile { fire_per_mille: (lo, hi), ..self }
+    }
+
+    /// The share of firings that stall (the rest yield), and of stalls that run past the
+    /// ttl, up to `max_pct` percent of it.
+    pub fn stalls(self, per_mille: (u32, u32), past_ttl_per_mille: (u32, u32), max_pct: u64) -> FaultProfile {
+        FaultProfile {
+            stall_per_mille: per_mille,
+            stall_past_ttl_per_mille: past_ttl_per_mille,
+            stall_past_ttl_max_pct: max_pct,
+            ..self
+        }
+    }
+
+    /// The share of firings that crash, and the points where a crash is allowed.
+    pub fn crashes(self, lo: u32, hi: u32, at: Vec<FaultPoint>) -> FaultProfile {
+        FaultProfile { crash_per_mille: (lo, hi), crash_points: at, ..self }
+    }
+
+    /// How many occurrences per (node, point) the plan covers.
+    pub fn occurrences(self, occurrences: u32) -> FaultProfile {
+        FaultProfile { occurrences, ..self }
+    }
+
+    /// The clock skew bound (ms) and drift bound (ppm) each node draws within.
+    pub fn clocks(self, skew_ms_max: i64, drift_ppm_max: i64) -> FaultProfile {
+        FaultProfile { skew_ms_max, drift_ppm_max, ..self }
     }
 }
 
@@ -433,20 +483,13 @@ mod tests {
     use super::*;
 
     fn faults() -> FaultProfile {
-        let points: Vec<FaultPoint> = FaultPoint::ALL.to_vec();
-        FaultProfile {
-            crash_points: points.iter().copied().step_by(3).collect(),
-            points,
-            active_per_mille: (300, 900),
-            fire_per_mille: (20, 200),
-            stall_per_mille: (200, 800),
-            stall_past_ttl_per_mille: (100, 600),
-            stall_past_ttl_max_pct: 160,
-            crash_per_mille: (50, 300),
-            occurrences: 40,
-            skew_ms_max: 20,
-            drift_ppm_max: 200,
-        }
+        FaultProfile::at(FaultPoint::ALL.to_vec())
+            .active(300, 900)
+            .fire(20, 200)
+            .stalls((200, 800), (100, 600), 160)
+            .crashes(50, 300, FaultPoint::ALL.iter().copied().step_by(3).collect())
+            .occurrences(40)
+            .clocks(20, 200)
     }
 
     #[test]
@@ -479,5 +522,16 @@ mod tests {
             materialized.materialize();
             assert_eq!(materialized, full, "seed {seed}: materialize writes out the same plan");
         }
+    }
+
+    #[test]
+    #[should_panic(expected = "asked after occurrence")]
+    fn asking_an_earlier_occurrence_again_is_a_harness_bug() {
+        let knobs = Knobs { nodes: 2, ttl_ms: 250, size: 0, cap_ms: 1000 };
+        let plan = Plan::generate_lazy("s", "current", 1, knobs, &faults());
+        let lazy = LazyDecisions::new(&plan, plan.recipe.clone().expect("a recipe"));
+        let point = *FaultPoint::ALL.iter().find(|p| lazy.active[p.index()]).expect("an active point");
+        lazy.decide(0, point, 5);
+        lazy.decide(0, point, 3);
     }
 }

@@ -55,7 +55,24 @@ impl Caller {
     where
         F: Future<Output = Result<T, StoreError>>,
     {
-        self.call_read(op, run_id, lease, args, fut, detail, granted, |_| None).await
+        self.record(op, run_id, lease, args, fut, detail, granted, |_| None).await
+    }
+
+    /// Record one read around `fut`, keeping what it returned when it succeeded (reads carry
+    /// no lease and grant none).
+    pub async fn read<T, F>(
+        &self,
+        op: OpKind,
+        run_id: &str,
+        args: Args,
+        fut: F,
+        detail: impl FnOnce(&T) -> String,
+        keep: impl FnOnce(&T) -> Read,
+    ) -> Result<T, StoreError>
+    where
+        F: Future<Output = Result<T, StoreError>>,
+    {
+        self.record(op, run_id, None, args, fut, detail, none, |v| Some(keep(v))).await
     }
 
     /// Construct this node's `SqliteStore`, recorded as its `boot` call (the simulated and
@@ -92,9 +109,10 @@ impl Caller {
         self.call(OpKind::Boot, "", None, Args::default(), fut, |_| String::new(), |_| None).await
     }
 
-    /// As [`Caller::call`], also keeping what a successful read returned.
+    /// The recording itself: invoke, await, keep the read, return (a dropped future leaves
+    /// the call in flight, its outcome unknown).
     #[allow(clippy::too_many_arguments)]
-    pub async fn call_read<T, F>(
+    async fn record<T, F>(
         &self,
         op: OpKind,
         run_id: &str,
@@ -163,15 +181,13 @@ impl JournalStore for RecordedStore {
     async fn load(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
         let fut = self.inner.load(run_id);
         self.caller
-            .call_read(
+            .read(
                 OpKind::Load,
                 run_id,
-                None,
                 Args::default(),
                 fut,
                 |v: &Vec<JournalEntry>| format!("{} entries", v.len()),
-                none,
-                |v: &Vec<JournalEntry>| Some(Read::Entries(v.clone())),
+                |v: &Vec<JournalEntry>| Read::Entries(v.clone()),
             )
             .await
     }
@@ -186,15 +202,13 @@ impl JournalStore for RecordedStore {
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunMeta>, StoreError> {
         let fut = self.inner.list_runs(filter);
         self.caller
-            .call_read(
+            .read(
                 OpKind::ListRuns,
                 "",
-                None,
                 Args::default(),
                 fut,
                 |v: &Vec<RunMeta>| format!("{} runs", v.len()),
-                none,
-                |v: &Vec<RunMeta>| Some(Read::Runs { filter: filter.clone(), metas: v.clone() }),
+                |v: &Vec<RunMeta>| Read::Runs { filter: filter.clone(), metas: v.clone() },
             )
             .await
     }
@@ -213,16 +227,9 @@ impl MetaLookup for RecordedStore {
     async fn get_meta(&self, run_id: &str) -> Result<Option<RunMeta>, StoreError> {
         let fut = self.inner.get_meta(run_id);
         self.caller
-            .call_read(
-                OpKind::GetMeta,
-                run_id,
-                None,
-                Args::default(),
-                fut,
-                blank,
-                none,
-                |m: &Option<RunMeta>| Some(Read::Meta(m.clone())),
-            )
+            .read(OpKind::GetMeta, run_id, Args::default(), fut, blank, |m: &Option<RunMeta>| {
+                Read::Meta(m.clone())
+            })
             .await
     }
 }
@@ -273,15 +280,13 @@ impl TranscriptStore for RecordedTranscripts {
         let args = Args { blob_ref: Some(blob_ref.to_string()), ..Args::default() };
         let fut = self.inner.get(blob_ref);
         self.caller
-            .call_read(
+            .read(
                 OpKind::BlobGet,
                 store::types::run_of_ref(blob_ref),
-                None,
                 args,
                 fut,
                 blank,
-                none,
-                |b: &Option<Vec<u8>>| Some(Read::Blob(b.clone())),
+                |b: &Option<Vec<u8>>| Read::Blob(b.clone()),
             )
             .await
     }
@@ -289,15 +294,13 @@ impl TranscriptStore for RecordedTranscripts {
     async fn list(&self, run_id: &str) -> Result<Vec<String>, StoreError> {
         let fut = self.inner.list(run_id);
         self.caller
-            .call_read(
+            .read(
                 OpKind::BlobList,
                 run_id,
-                None,
                 Args::default(),
                 fut,
                 |v: &Vec<String>| format!("{} refs", v.len()),
-                none,
-                |v: &Vec<String>| Some(Read::Refs(v.clone())),
+                |v: &Vec<String>| Read::Refs(v.clone()),
             )
             .await
     }

@@ -63,7 +63,7 @@ pub fn rng(seed: u64, stream: &str, index: u64) -> ChaCha8Rng {
 /// Small helpers over a generator, with integer probabilities (per mille) so that no float
 /// formatting reaches a plan or a report.
 pub trait Draw {
-    /// Uniform in `lo..=hi`.
+    /// Uniform in `lo..=hi` (`lo <= hi`, or the caller computed its range wrong: panics).
     fn between(&mut self, lo: u64, hi: u64) -> u64;
     /// True with probability `per_mille / 1000`.
     fn chance(&mut self, per_mille: u32) -> bool;
@@ -73,7 +73,8 @@ pub trait Draw {
 
 impl<R: rand_chacha::rand_core::RngCore> Draw for R {
     fn between(&mut self, lo: u64, hi: u64) -> u64 {
-        if hi <= lo {
+        assert!(lo <= hi, "a draw between {lo} and {hi}: the range is empty");
+        if hi == lo {
             return lo;
         }
         lo + self.next_u64() % (hi - lo + 1)
@@ -106,4 +107,10 @@ mod tests {
     }
 
     const GOLDEN_FAULTS_7: [u64; 3] = [236, 234, 307];
+
+    #[test]
+    #[should_panic(expected = "the range is empty")]
+    fn a_draw_over_an_empty_range_is_a_harness_bug() {
+        rng(0, "t", 0).between(5, 3);
+    }
 }

@@ -62,6 +62,13 @@ pub struct WorldState {
 }
 
 impl WorldState {
+    /// The run's shared state as the scenario built it. A scenario that asks for another
+    /// type than its `shared` built is broken: this panics with the scenario's name rather
+    /// than let the run pass with nothing judged.
+    pub fn shared_as<T: Any>(&self) -> Rc<T> {
+        downcast_shared(&self.shared, &self.plan.scenario)
+    }
+
     /// The plan's action for the node's next occurrence of `point`, if any.
     pub fn decide(&self, node: u32, point: FaultPoint) -> Option<Action> {
         // A plan without decisions (a faultless run) never fires: skip the counting, unless
@@ -241,5 +248,34 @@ impl WorldState {
             self.alive.borrow_mut()[i] = false;
             madsim::runtime::Handle::current().kill(id);
         }
+    }
+}
+
+/// `shared` as a `T`, or a panic naming the scenario whose shared state it is not.
+fn downcast_shared<T: Any>(shared: &Rc<dyn Any>, scenario: &str) -> Rc<T> {
+    match shared.clone().downcast::<T>() {
+        Ok(shared) => shared,
+        Err(_) => panic!(
+            "scenario {scenario}: its shared state is not a {} (the scenario's `shared` built another type)",
+            std::any::type_name::<T>()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_state_of_the_right_type_is_returned() {
+        let shared: Rc<dyn Any> = Rc::new(7u32);
+        assert_eq!(*downcast_shared::<u32>(&shared, "s"), 7);
+    }
+
+    #[test]
+    #[should_panic(expected = "scenario queue: its shared state is not a")]
+    fn shared_state_of_another_type_names_the_scenario() {
+        let shared: Rc<dyn Any> = Rc::new(7u32);
+        downcast_shared::<String>(&shared, "queue");
     }
 }

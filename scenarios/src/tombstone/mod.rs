@@ -63,7 +63,7 @@ const KEY: &[FaultPoint] = &[
 ];
 
 fn shared(world: &WorldState) -> Rc<TombShared> {
-    world.shared.clone().downcast::<TombShared>().unwrap_or_else(|_| Rc::new(TombShared::new(0, 0, 0)))
+    world.shared_as::<TombShared>()
 }
 
 /// What a tombstone sweep must reach: takeovers, refused zombies, busy, crashes.
@@ -94,26 +94,24 @@ impl Scenario for Tombstone {
     }
 
     fn faults(&self, _knobs: &Knobs) -> FaultProfile {
-        FaultProfile {
-            points: WINDOW.to_vec(),
-            active_per_mille: (300, 800),
-            fire_per_mille: (20, 120),
-            stall_per_mille: (300, 800),
-            stall_past_ttl_per_mille: (200, 600),
-            stall_past_ttl_max_pct: 160,
-            crash_per_mille: (0, 60),
-            occurrences: 60,
-            skew_ms_max: 10,
-            drift_ppm_max: 200,
-            crash_points: vec![
-                FaultPoint::SqliteDeleteAfterEntries,
-                FaultPoint::SqliteDeleteAfterMeta,
-                FaultPoint::SqliteDeleteBeforeCommit,
-                FaultPoint::SqliteDeleteAfterCommit,
-                FaultPoint::SqliteReleaseAfterCommit,
-                FaultPoint::SqliteAcquireAfterCommit,
-            ],
-        }
+        FaultProfile::at(WINDOW.to_vec())
+            .active(300, 800)
+            .fire(20, 120)
+            .stalls((300, 800), (200, 600), 160)
+            .crashes(
+                0,
+                60,
+                vec![
+                    FaultPoint::SqliteDeleteAfterEntries,
+                    FaultPoint::SqliteDeleteAfterMeta,
+                    FaultPoint::SqliteDeleteBeforeCommit,
+                    FaultPoint::SqliteDeleteAfterCommit,
+                    FaultPoint::SqliteReleaseAfterCommit,
+                    FaultPoint::SqliteAcquireAfterCommit,
+                ],
+            )
+            .occurrences(60)
+            .clocks(10, 200)
     }
 
     fn shared(&self, plan: &Plan) -> Rc<dyn Any> {

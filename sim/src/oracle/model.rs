@@ -54,6 +54,26 @@ impl<'h> Judged<'h> {
             Some(a) => (a.at_ns, a.order, 0),
             None => (c.returned_ns.unwrap_or(u64::MAX), usize::MAX, c.id),
         });
+        // The recorder numbers after-commit records as they happen, in virtual (or, for a real
+        // soak, re-ranked machine) time: by instant, the positions must rise. If they do not,
+        // the replay below would apply mutations out of the store's order.
+        let mut last: Option<&Call> = None;
+        for &c in applied.iter().filter(|c| c.applied.is_some()) {
+            if let (Some(prev), Some(a), Some(pa)) = (last, &c.applied, last.and_then(|p| p.applied.as_ref()))
+            {
+                assert!(
+                    a.order > pa.order,
+                    "apply order not monotone: call {} (position {} at {} ns) sorts after call {} (position {} at {} ns)",
+                    c.id,
+                    a.order,
+                    a.at_ns,
+                    prev.id,
+                    pa.order,
+                    pa.at_ns
+                );
+            }
+            last = Some(c);
+        }
         Judged {
             history,
             fin,
@@ -261,4 +281,22 @@ fn replay<'h>(applied: &[&'h Call]) -> Replay<'h> {
         }
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oracle::testkit::{call, history};
+
+    #[test]
+    #[should_panic(expected = "apply order not monotone")]
+    fn positions_that_fall_as_time_rises_are_a_harness_bug() {
+        let mut late = call(1, OpKind::PutMeta);
+        late.applied.as_mut().expect("applied").order = 0;
+        let mut early = call(0, OpKind::PutMeta);
+        early.applied.as_mut().expect("applied").order = 1;
+        let h = history(vec![early, late]);
+        let fin = FinalState::default();
+        Judged::build(&h, &fin, Expect::default());
+    }
 }
