@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use sim::actors::engine::{FactSink, LedgerWorld};
+use sim::actors::engine::{FactSink, LedgerEffects};
 use sim::history::FinalState;
 use sim::history::{under_actor, FactKind, History};
 use sim::ledger::{catalog_workflows, resolution_value};
@@ -39,7 +39,7 @@ use store::{
     StoreError,
 };
 
-type SimEngine = Engine<RecordedStore, RecordedTranscripts, LedgerWorld>;
+type SimEngine = Engine<RecordedStore, RecordedTranscripts, LedgerEffects>;
 
 /// Where an engine scenario puts its faults.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -470,7 +470,7 @@ async fn node_body(node: NodeCtx) {
             incarnation: node.incarnation,
             owner: format!("{role}-n{}-i{}", node.index, node.incarnation),
         };
-        let world = LedgerWorld::new(&sink, sh.seed, (5, 80));
+        let world = LedgerEffects::new(&sink, sh.seed, (5, 80));
         let store = node.store.clone();
         let transcripts = store.transcripts();
         let engine: Rc<SimEngine> = Rc::new(Engine::new(
@@ -574,7 +574,7 @@ async fn node_body(node: NodeCtx) {
 
 /// The worker and operator identity's loop: sweep and drive, answer suspensions, prune.
 async fn worker_loop(
-    worker: &Worker<RecordedStore, RecordedTranscripts, LedgerWorld>,
+    worker: &Worker<RecordedStore, RecordedTranscripts, LedgerEffects>,
     engine: &SimEngine,
     sink: &FactSink,
     sh: &QueueShared,

@@ -20,7 +20,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use serde_json::Value;
-use sim::actors::engine::{FactSink, LedgerWorld};
+use sim::actors::engine::{FactSink, LedgerEffects};
 use sim::history::FinalState;
 use sim::history::{FactKind, History};
 use sim::oracle::Violation;
@@ -173,7 +173,7 @@ async fn child(node: NodeCtx, sh: Rc<KillShared>) {
     let row = ROWS[i];
     let owner = format!("child-{i}");
     let sink = sink(&node, &owner);
-    let world = LedgerWorld::new(&sink, sh.seed, (0, 0));
+    let world = LedgerEffects::new(&sink, sh.seed, (0, 0));
     let journal = KillSwitch {
         inner: node.store.clone(),
         world: node.world.clone(),
@@ -194,7 +194,7 @@ async fn child(node: NodeCtx, sh: Rc<KillShared>) {
 
 async fn referee(node: NodeCtx, sh: Rc<KillShared>) {
     let sink = sink(&node, REFEREE);
-    let world = LedgerWorld::new(&sink, sh.seed, (0, 0));
+    let world = LedgerEffects::new(&sink, sh.seed, (0, 0));
     let store = node.store.clone();
     let transcripts = store.transcripts();
     let env: Rc<dyn store::Env> = node.env.clone();

@@ -12,6 +12,14 @@
 //!   transaction rolls back; everything committed stays. A crash at `*.after_commit` is the
 //!   "durable but never acknowledged" case (the caller's outcome is unknown).
 //!
+//! The engine model's points (moment `Engine`, named `engine.*` and `worker.*`) sit between
+//! two durable writes of one engine step, never inside a store call. A crash there is a
+//! kill point: what was written stays, the rest of the step never happens, and a later
+//! segment must recover from exactly that prefix (docs/engine-model.md 9). A stall there lets
+//! the lease lapse while the engine holds work in memory: a successor takes over, and the
+//! stalled segment's next write must be refused. The engine never catches a crash; it
+//! returns `Crashed` with no further store call.
+//!
 //! Not modelled: power loss, torn pages, lost fsyncs (the simulator runs SQLite with
 //! `synchronous=OFF` and models process crashes only), and crashes *inside* one SQLite
 //! call (a call is atomic: nothing preempts synchronous code).
@@ -136,7 +144,8 @@ fault_points! {
     SqliteBlobGetBeforeRead => "sqlite.blob_get.before_read", Before;
     SqliteBlobListBeforeRead => "sqlite.blob_list.before_read", Before;
 
-    // The engine model and its host actors (moment `Engine`): between two durable writes.
+    // The engine model and its host actors (moment `Engine`): between two durable writes
+    // (see the engine paragraph of the fault model above).
     /// Boot: the lease is held (or handed in); the boot `put_meta(running)` is not written.
     EngineBootBeforeMeta => "engine.boot.before_meta", Engine;
     /// A dispatch's `running` entry is durable; no paid call yet.

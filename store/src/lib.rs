@@ -1,6 +1,17 @@
-//! `store`: the system under test. A Rust re-creation of rulvar's store layer (the SPI,
-//! `SqliteStore` with fenced writes and its transcript twin, the in-memory stores), the
-//! named fault points it exposes, and the historical flaw profiles it can run.
+//! `store`: the system under test, in two parts with one boundary between them.
+//!
+//! - **The store layer**: a Rust re-creation of rulvar's stores: the SPI ([`spi`]),
+//!   `SqliteStore` with fenced writes and its transcript twin ([`sqlite`]), the in-memory
+//!   stores ([`memory`]), the conformance checks ([`conformance`]), and its fault points
+//!   (the `sqlite.*` group of [`fault`]).
+//! - **The engine model** ([`engine`]): the part of rulvar that drives the stores (segments,
+//!   settle, checkpoints, host deletion and pruning, the queue worker, the reconciler). It
+//!   reaches the stores only through the SPI traits, the outside world only through
+//!   [`engine::Effects`] (paid provider calls, tool side effects), and has its own fault
+//!   points (the `engine.*` and `worker.*` group of [`fault`], between two durable writes).
+//!   It is described in docs/engine-model.md.
+//!
+//! Both run the historical flaw profiles ([`profile`]): store switches and engine switches.
 //!
 //! The fencing contract, in one paragraph: a worker owns a run through a lease
 //! `{run_id, owner, epoch}`; the epoch is a fencing token that strictly increases per run id,

@@ -75,8 +75,14 @@ fn scenario(wf: &Workflow, value: &Value, kill: &Kill) -> Option<()> {
             Kill::Point(..) => (None, 0, false),
         };
         let kill_store = KillStore::new(store.clone(), matcher, k, before);
-        let child =
-            Engine::new(kill_store, blobs.clone(), TestWorld::new(), child_env, Profile::current(), "child");
+        let child = Engine::new(
+            kill_store,
+            blobs.clone(),
+            TestEffects::new(),
+            child_env,
+            Profile::current(),
+            "child",
+        );
         match child.run("RUN", wf).await {
             Err(EngineError::Crashed { .. }) => {}
             Ok(out) => {
@@ -92,7 +98,7 @@ fn scenario(wf: &Workflow, value: &Value, kill: &Kill) -> Option<()> {
             .filter_map(|e| e.key.split(':').nth(2).map(str::to_string))
             .collect();
         clock.advance(TTL + 1);
-        let world = TestWorld::new();
+        let world = TestEffects::new();
         let referee = Engine::new(store.clone(), blobs, world.clone(), plain, Profile::current(), "referee");
         let out = referee.resume("RUN", wf, None).await.unwrap();
         assert_eq!(out.status, RunStatus::Ok);

@@ -27,7 +27,7 @@ where
     J: JournalStore + LeasableStore + MetaLookup,
     T: TranscriptStore,
 {
-    let child_world = TestWorld::new();
+    let child_world = TestEffects::new();
     let kill = KillStore::new(child.0, row.matcher, row.occurrence, row.before);
     let state = kill.state.clone();
     let engine = Engine::new(kill, child.1, child_world.clone(), env.clone(), Profile::current(), "child");
@@ -37,7 +37,7 @@ where
     assert_eq!((child_world.paid(), child_world.tools()), row.child, "child paid calls / tool runs");
 
     clock.advance(TTL + 1);
-    let world = TestWorld::new();
+    let world = TestEffects::new();
     let referee = Engine::new(referee.0, referee.1, world.clone(), env, Profile::current(), "referee");
     let out = referee.resume("RUN", &row.workflow(), None).await.unwrap();
     assert_eq!(out.status, RunStatus::Ok);

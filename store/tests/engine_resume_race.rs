@@ -25,14 +25,14 @@ fn memory() -> (Rc<dyn Env>, InMemoryStore) {
 }
 
 /// An engine of identity `owner` over `store`, with a fresh world and blob store.
-fn engine<S>(store: S, env: &Rc<dyn Env>, owner: &str) -> Engine<S, InMemoryTranscriptStore, TestWorld>
+fn engine<S>(store: S, env: &Rc<dyn Env>, owner: &str) -> Engine<S, InMemoryTranscriptStore, TestEffects>
 where
     S: JournalStore + LeasableStore + MetaLookup,
 {
     Engine::new(
         store,
         InMemoryTranscriptStore::new(),
-        TestWorld::new(),
+        TestEffects::new(),
         env.clone(),
         Profile::current(),
         owner,
@@ -58,7 +58,7 @@ fn a_resume_racing_a_deletion_refuses_and_leaves_the_run_deleted() {
                 })
             }),
         );
-        let world = TestWorld::new();
+        let world = TestEffects::new();
         let host = Engine::new(
             racing.clone(),
             InMemoryTranscriptStore::new(),

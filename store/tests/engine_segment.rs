@@ -33,7 +33,7 @@ fn boot_on_a_held_lease_fails_with_zero_writes_and_zero_calls() {
     let (_clock, env, store, blobs) = memory();
     block_on(async {
         store.acquire("RUN", "other").await.unwrap();
-        let world = TestWorld::new();
+        let world = TestEffects::new();
         let engine = Engine::new(store.clone(), blobs, world.clone(), env, Profile::current(), "me");
         let err = engine.run("RUN", &Workflow::happy()).await.unwrap_err();
         assert!(matches!(err, EngineError::Store(StoreError::LeaseHeld { .. })), "{err:?}");
@@ -53,7 +53,7 @@ fn a_refused_boot_meta_write_fails_the_segment_before_any_paid_call() {
         let stale = store.acquire("RUN", "worker-a").await.unwrap();
         clock.advance(TTL + 1);
         store.acquire("RUN", "worker-b").await.unwrap();
-        let world = TestWorld::new();
+        let world = TestEffects::new();
         let engine =
             Engine::new(store.clone(), store.transcripts(), world.clone(), env, Profile::current(), "a");
         let err = engine.resume("RUN", &Workflow::happy(), Some(stale)).await.unwrap_err();
@@ -68,7 +68,7 @@ fn a_refused_boot_meta_write_fails_the_segment_before_any_paid_call() {
 fn fresh_run_writes_segments_one_and_resume_bumps_it() {
     let (_clock, env, store, blobs) = memory();
     block_on(async {
-        let world = TestWorld::new();
+        let world = TestEffects::new();
         let engine = Engine::new(store.clone(), blobs, world.clone(), env, Profile::current(), "me");
         let out = engine.run("RUN", &Workflow::happy()).await.unwrap();
         assert_eq!(out.status, RunStatus::Ok);
@@ -98,7 +98,7 @@ fn a_renew_failure_cancels_the_segment_and_a_live_lease_settles_it_cancelled() {
     block_on(async {
         let kill = KillStore::passthrough(store.clone());
         kill.state.fail_renew.set(true);
-        let world = TestWorld::new();
+        let world = TestEffects::new();
         // The first paid call takes a while: the renew loop ticks meanwhile, and fails.
         world.on_paid(Box::new(|_| Some(Box::pin(Yield(3)))));
         let engine = Engine::new(kill, blobs, world.clone(), env, Profile::current(), "me");
@@ -120,7 +120,7 @@ fn a_renew_failure_cancels_the_segment_and_a_live_lease_settles_it_cancelled() {
 fn losing_the_lease_mid_dispatch_is_superseded_and_leaves_meta_alone() {
     let (clock, env, store, blobs) = memory();
     block_on(async {
-        let world = TestWorld::new();
+        let world = TestEffects::new();
         let thief = store.clone();
         let c = clock.clone();
         world.on_paid(Box::new(move |n| {
@@ -155,11 +155,11 @@ fn f1(profile: ProfileName) {
     block_on(async {
         let a_store = sqlite(&path, &env, profile).await;
         let b_store = sqlite(&path, &env, profile).await;
-        let b_world = TestWorld::new();
+        let b_world = TestEffects::new();
         let b_kill = KillStore::new(b_store.clone(), Matcher::OkTerminal, 1, true);
         let b =
             Rc::new(Engine::new(b_kill, b_store.transcripts(), b_world.clone(), env.clone(), profile, "b"));
-        let a_world = TestWorld::new();
+        let a_world = TestEffects::new();
         {
             let (b, c) = (b.clone(), clock.clone());
             a_world.on_paid(Box::new(move |n| {
@@ -198,7 +198,7 @@ fn f1(profile: ProfileName) {
             assert_eq!(audit.verdict, Verdict::Consistent);
             // And the run completes on the next resume, paying step two once more.
             clock.advance(TTL + 1);
-            let c_world = TestWorld::new();
+            let c_world = TestEffects::new();
             let c = Engine::new(
                 a_store.clone(),
                 a_store.transcripts(),
@@ -256,11 +256,11 @@ fn f2(profile: ProfileName) {
     block_on(async {
         let a_store = sqlite(&path, &a_env, profile).await;
         let b_store = sqlite(&path, &env, profile).await;
-        let b_world = TestWorld::new();
+        let b_world = TestEffects::new();
         let b_kill = KillStore::new(b_store.clone(), Matcher::OkTerminal, 1, true);
         let b =
             Rc::new(Engine::new(b_kill, b_store.transcripts(), b_world.clone(), env.clone(), profile, "b"));
-        let a_world = TestWorld::new();
+        let a_world = TestEffects::new();
         {
             let (b, c, wf) = (b.clone(), clock.clone(), wf.clone());
             a_world.on_tool(Box::new(move |n| {
@@ -283,7 +283,7 @@ fn f2(profile: ProfileName) {
         let ck = store::types::checkpoint_ref("RUN", store::Seq(0));
         let state = decode_checkpoint(&blobs.get(&ck).await.unwrap().unwrap()).unwrap();
         clock.advance(TTL + 1);
-        let c_world = TestWorld::new();
+        let c_world = TestEffects::new();
         let c = Engine::new(b_store.clone(), blobs.clone(), c_world.clone(), env.clone(), profile, "c");
         let out = c.resume("RUN", &wf, None).await.unwrap();
         assert_eq!(out.status, RunStatus::Ok);
@@ -318,7 +318,7 @@ fn f2_is_closed_under_current() {
 fn suspension_parks_the_run_and_an_offline_resolution_lets_it_finish() {
     let (_clock, env, store, blobs) = memory();
     block_on(async {
-        let world = TestWorld::new();
+        let world = TestEffects::new();
         let engine = Engine::new(store.clone(), blobs, world.clone(), env, Profile::current(), "me");
         let wf = Workflow::approval("go");
         let out = engine.run("RUN", &wf).await.unwrap();
@@ -360,7 +360,7 @@ fn suspension_parks_the_run_and_an_offline_resolution_lets_it_finish() {
 fn prune_deletes_unreferenced_ok_checkpoints_and_delete_run_removes_everything() {
     let (_clock, env, store, blobs) = memory();
     block_on(async {
-        let world = TestWorld::new();
+        let world = TestEffects::new();
         let engine = Engine::new(store.clone(), blobs.clone(), world, env, Profile::current(), "me");
         let wf = Workflow {
             name: "tools".into(),
@@ -399,7 +399,7 @@ fn a_crash_between_the_settle_append_and_the_meta_write_leaves_meta_behind() {
     let blobs = InMemoryTranscriptStore::new();
     block_on(async {
         let engine =
-            Engine::new(store.clone(), blobs.clone(), TestWorld::new(), env, Profile::current(), "me");
+            Engine::new(store.clone(), blobs.clone(), TestEffects::new(), env, Profile::current(), "me");
         let err = engine.run("RUN", &Workflow::happy()).await.unwrap_err();
         assert_eq!(err, EngineError::Crashed { point: "engine.settle.after_run_settle" });
         assert_eq!(store.get_meta("RUN").await.unwrap().unwrap().status, RunStatus::Running);
@@ -410,7 +410,7 @@ fn a_crash_between_the_settle_append_and_the_meta_write_leaves_meta_behind() {
         // The resume heals it with zero calls and no second settle.
         clock.advance(TTL + 1);
         let env2: Rc<dyn Env> = Rc::new(ManualEnv::new(clock.clone()));
-        let world = TestWorld::new();
+        let world = TestEffects::new();
         let engine = Engine::new(store.clone(), blobs, world.clone(), env2, Profile::current(), "them");
         let out = engine.resume("RUN", &Workflow::happy(), None).await.unwrap();
         assert_eq!((out.status, world.paid()), (RunStatus::Ok, 0));
@@ -423,7 +423,7 @@ fn a_crash_between_the_settle_append_and_the_meta_write_leaves_meta_behind() {
 fn a_second_live_segment_of_one_run_in_one_engine_is_refused() {
     let (_clock, env, store, blobs) = memory();
     block_on(async {
-        let world = TestWorld::new();
+        let world = TestEffects::new();
         let engine = Rc::new(Engine::new(store.clone(), blobs, world.clone(), env, Profile::current(), "me"));
         let seen = Rc::new(std::cell::RefCell::new(None));
         {
@@ -453,7 +453,7 @@ fn threading(profile: ProfileName) -> Writes {
         let state = kill.state.clone();
         let blobs = RecordingBlobs::new(blobs);
         let puts = blobs.puts.clone();
-        let engine = Engine::new(kill, blobs, TestWorld::new(), env, Profile::of(profile), "me");
+        let engine = Engine::new(kill, blobs, TestEffects::new(), env, Profile::of(profile), "me");
         engine.run("RUN", &Workflow::limit()).await.unwrap();
         let metas = state.metas.borrow().clone();
         let appends = state.appends.borrow().clone();
@@ -495,7 +495,7 @@ fn settle_failure(
         *kill.state.fail_settle.borrow_mut() = settle_err;
         *kill.state.fail_terminal_meta.borrow_mut() = meta_err;
         let state = kill.state.clone();
-        let engine = Engine::new(kill, blobs, TestWorld::new(), env, profile, "me");
+        let engine = Engine::new(kill, blobs, TestEffects::new(), env, profile, "me");
         let result = engine.run("RUN", &Workflow::happy()).await;
         // Released either way: someone else can acquire at once.
         let released = store.acquire("RUN", "next").await.is_ok();
@@ -557,7 +557,7 @@ fn a_rejected_checkpoint_save_fails_the_dispatch_and_leaves_it_dangling() {
     block_on(async {
         let failing = RecordingBlobs::new(blobs.clone());
         failing.fail_put_at.set(2);
-        let world = TestWorld::new();
+        let world = TestEffects::new();
         let engine =
             Engine::new(store.clone(), failing, world.clone(), env.clone(), Profile::current(), "me");
         let out = engine.run("RUN", &Workflow::limit()).await.unwrap();
@@ -574,7 +574,7 @@ fn a_rejected_checkpoint_save_fails_the_dispatch_and_leaves_it_dangling() {
         assert_eq!(audit_run(&store, "RUN").await.unwrap().verdict, Verdict::Consistent);
         // An explicit resume redispatches from the turn-1 checkpoint.
         clock.advance(1);
-        let world = TestWorld::new();
+        let world = TestEffects::new();
         let engine = Engine::new(store.clone(), blobs, world.clone(), env, Profile::current(), "me");
         let out = engine.resume("RUN", &Workflow::limit(), None).await.unwrap();
         assert_eq!(out.value, Some(json!({"agentStatus": "limit"})));

@@ -37,18 +37,18 @@ fn sweep_drives_running_and_suspended_runs_and_skips_held_and_parked_ones() {
         // CRASHED: a child died after step two's running entry (meta running).
         let kill = KillStore::new(store.clone(), Matcher::Running, 2, false);
         let child =
-            Engine::new(kill, blobs.clone(), TestWorld::new(), env.clone(), Profile::current(), "child");
+            Engine::new(kill, blobs.clone(), TestEffects::new(), env.clone(), Profile::current(), "child");
         assert!(matches!(child.run("CRASHED", &Workflow::happy()).await, Err(EngineError::Crashed { .. })));
         // HELD: another child died the same way; its lease will be re-taken by someone else.
         let kill = KillStore::new(store.clone(), Matcher::Running, 2, false);
         let child =
-            Engine::new(kill, blobs.clone(), TestWorld::new(), env.clone(), Profile::current(), "child");
+            Engine::new(kill, blobs.clone(), TestEffects::new(), env.clone(), Profile::current(), "child");
         assert!(matches!(child.run("HELD", &Workflow::happy()).await, Err(EngineError::Crashed { .. })));
         // PARKED: suspended on "go". DONE: settled ok.
         let host = Engine::new(
             store.clone(),
             blobs.clone(),
-            TestWorld::new(),
+            TestEffects::new(),
             env.clone(),
             Profile::current(),
             "host",
@@ -58,7 +58,7 @@ fn sweep_drives_running_and_suspended_runs_and_skips_held_and_parked_ones() {
         clock.advance(TTL + 1);
         let other = store.acquire("HELD", "other").await.unwrap();
 
-        let world = TestWorld::new();
+        let world = TestEffects::new();
         let engine = Rc::new(Engine::new(
             store.clone(),
             blobs.clone(),
@@ -110,12 +110,12 @@ fn a_worker_renew_failure_cancels_the_drive() {
     block_on(async {
         let kill = KillStore::new(store.clone(), Matcher::Running, 1, false);
         let child =
-            Engine::new(kill, blobs.clone(), TestWorld::new(), env.clone(), Profile::current(), "child");
+            Engine::new(kill, blobs.clone(), TestEffects::new(), env.clone(), Profile::current(), "child");
         assert!(matches!(child.run("RUN", &Workflow::happy()).await, Err(EngineError::Crashed { .. })));
         clock.advance(TTL + 1);
         let flaky = KillStore::passthrough(store.clone());
         flaky.state.fail_renew.set(true);
-        let world = TestWorld::new();
+        let world = TestEffects::new();
         world.on_paid(Box::new(|_| Some(Box::pin(Yield(3)))));
         let engine = Rc::new(Engine::new(flaky, blobs, world.clone(), env, Profile::current(), "w"));
         let report = Worker::new(engine, "worker", registry(), None).sweep().await.unwrap();
@@ -137,7 +137,7 @@ fn retention_deletes_terminal_runs_with_their_blobs_on_memory() {
         let engine = Rc::new(Engine::new(
             store.clone(),
             blobs.clone(),
-            TestWorld::new(),
+            TestEffects::new(),
             env,
             Profile::current(),
             "e",
@@ -169,7 +169,7 @@ fn retention_on_sqlite(profile: ProfileName) {
         .await
         .unwrap();
         let engine =
-            Rc::new(Engine::new(store.clone(), store.transcripts(), TestWorld::new(), env, profile, "e"));
+            Rc::new(Engine::new(store.clone(), store.transcripts(), TestEffects::new(), env, profile, "e"));
         engine.run("OLD", &Workflow::limit()).await.unwrap();
         let held = store.acquire("OLD", "other").await.unwrap();
         let worker = Worker::new(engine, "worker", registry(), Some(ok_only));
@@ -229,12 +229,13 @@ fn stale_retention(profile: ProfileName) -> (Vec<String>, usize, bool, Vec<(Stri
             SqliteStore::open(SqliteOptions::new(&path).ttl_ms(TTL).profile(profile), hook_env.clone())
                 .await
                 .unwrap();
-        let host = Engine::new(store.clone(), store.transcripts(), TestWorld::new(), plain, profile, "host");
+        let host =
+            Engine::new(store.clone(), store.transcripts(), TestEffects::new(), plain, profile, "host");
         host.run("OLD", &Workflow::limit()).await.unwrap();
         let engine = Rc::new(Engine::new(
             store.clone(),
             store.transcripts(),
-            TestWorld::new(),
+            TestEffects::new(),
             hook_env,
             profile,
             "e",

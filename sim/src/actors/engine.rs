@@ -1,6 +1,6 @@
 //! The engine's outside world and the engine-level actors of a simulated process.
 //!
-//! `LedgerWorld` is the provider and the tools: every paid model call and every tool side
+//! `LedgerEffects` is the provider and the tools: every paid model call and every tool side
 //! effect is written to the history as a fact (with the node, its incarnation, the virtual
 //! instant and how many store mutations had been applied), then answered after a latency
 //! drawn from the node's own stream. Replies are a pure function of (op, turn) from the
@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
-use store::engine::{EngineError, Outcome, PaidCall, ToolCall, Workflow, World};
+use store::engine::{Effects, EngineError, Outcome, PaidCall, ToolCall, Workflow};
 use store::LocalFuture;
 
 use crate::history::{FactKind, Recorder};
@@ -25,7 +25,7 @@ use crate::seed::{rng, Draw};
 use crate::time::now_ns;
 
 /// The provider and tool world of one node incarnation, writing the ledger.
-pub struct LedgerWorld {
+pub struct LedgerEffects {
     rec: Recorder,
     node: u32,
     incarnation: u32,
@@ -36,10 +36,10 @@ pub struct LedgerWorld {
     rng: std::cell::RefCell<ChaCha8Rng>,
 }
 
-impl LedgerWorld {
-    pub fn new(sink: &FactSink, seed: u64, latency_ms: (u64, u64)) -> LedgerWorld {
+impl LedgerEffects {
+    pub fn new(sink: &FactSink, seed: u64, latency_ms: (u64, u64)) -> LedgerEffects {
         let stream = fnv_owner(&sink.owner) ^ (u64::from(sink.node) << 32 | u64::from(sink.incarnation));
-        LedgerWorld {
+        LedgerEffects {
             rec: sink.rec.clone(),
             node: sink.node,
             incarnation: sink.incarnation,
@@ -64,7 +64,7 @@ impl LedgerWorld {
     }
 }
 
-impl World for LedgerWorld {
+impl Effects for LedgerEffects {
     fn provider_call(&self, call: &PaidCall) -> LocalFuture<'static, Value> {
         self.rec.fact(
             self.node,

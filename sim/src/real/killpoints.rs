@@ -28,7 +28,7 @@ use serde::Serialize;
 
 use crate::child::{ChildProc, Stderr};
 use serde_json::{json, Value};
-use store::engine::{Engine, EngineError, PaidCall, ToolCall, World};
+use store::engine::{Effects, Engine, EngineError, PaidCall, ToolCall};
 use store::{
     Env, JournalEntry, JournalStore, LeasableStore, Lease, LocalFuture, ManualClock, ManualEnv, MetaLookup,
     Profile, RunFilter, RunMeta, RunStatus, SqliteOptions, SqliteStore, StoreError, Synchronous, SystemEnv,
@@ -150,13 +150,13 @@ fn say(line: &str) {
 /// Replies "alpha" to op `one`, "beta" to `two`; counts paid calls and tool runs, and (in
 /// a child process) announces each on stdout, so the parent knows them after the kill.
 #[derive(Default)]
-struct CountingWorld {
+struct CountingEffects {
     paid: Cell<u32>,
     tools: Cell<u32>,
     announce: bool,
 }
 
-impl World for CountingWorld {
+impl Effects for CountingEffects {
     fn provider_call(&self, call: &PaidCall) -> LocalFuture<'static, Value> {
         self.paid.set(self.paid.get() + 1);
         if self.announce {
@@ -195,9 +195,9 @@ pub struct RowResult {
 /// The referee's checks after a successful resume.
 async fn check_resumed(
     row: &Row,
-    referee: &Engine<SqliteStore, store::SqliteTranscripts, Rc<CountingWorld>>,
+    referee: &Engine<SqliteStore, store::SqliteTranscripts, Rc<CountingEffects>>,
     out: &store::engine::Outcome,
-    world: &CountingWorld,
+    world: &CountingEffects,
 ) -> Vec<String> {
     let mut f = Vec::new();
     let mut expect = |ok: bool, what: String| {
@@ -260,7 +260,7 @@ pub fn run_in_process(row: &Row, dir: &Path) -> RowResult {
                 return ((0, 0), (0, 0));
             }
         };
-        let child_world = Rc::new(CountingWorld::default());
+        let child_world = Rc::new(CountingEffects::default());
         let killable = Killable { inner: c.clone(), row: *row, kill: Kill::Crash, seen: Rc::default() };
         let engine = Engine::new(
             killable,
@@ -276,7 +276,7 @@ pub fn run_in_process(row: &Row, dir: &Path) -> RowResult {
         }
         let child = (child_world.paid.get(), child_world.tools.get());
         clock.advance(SIM_TTL_MS + 1);
-        let world = Rc::new(CountingWorld::default());
+        let world = Rc::new(CountingEffects::default());
         let referee = Engine::new(
             r.clone(),
             r.transcripts(),
@@ -329,7 +329,7 @@ pub fn child_main(db: &Path, row_name: &str, ttl_ms: u64) -> i32 {
                 return 2;
             }
         };
-        let world = Rc::new(CountingWorld { announce: true, ..CountingWorld::default() });
+        let world = Rc::new(CountingEffects { announce: true, ..CountingEffects::default() });
         let killable = Killable { inner: store.clone(), row, kill: Kill::Signal, seen: Rc::default() };
         let engine = Engine::new(killable, store.transcripts(), world, env, Profile::current(), "child");
         let out = engine.run(RUN, &row.workflow()).await;
@@ -382,7 +382,7 @@ pub fn run_real(row: &Row, exe: &Path, dir: &Path, ttl_ms: u64) -> RowResult {
                 return (0, 0);
             }
         };
-        let world = Rc::new(CountingWorld::default());
+        let world = Rc::new(CountingEffects::default());
         let referee = Engine::new(
             r.clone(),
             r.transcripts(),

@@ -12,21 +12,21 @@
 //! stops the engine dead: it returns [`EngineError::Crashed`] with no further store call.
 //!
 //! No wall clock, no randomness: time comes from the injected [`Env`], ids from the
-//! [`World`].
+//! [`Effects`].
 
+mod effects;
 mod reconcile;
 mod segment;
 mod worker;
 mod workflow;
-mod world;
 
+pub use effects::{Effects, PaidCall, ToolCall};
 pub use reconcile::{
     audit_run, audit_runs, classify, reconcile_run_meta, repair_run, RepairAction, RunAudit, Verdict,
 };
 pub use segment::{decode_checkpoint, encode_checkpoint, CheckpointState};
 pub use worker::{Retention, SweepReport, Worker};
 pub use workflow::{await_key, Op, Workflow};
-pub use world::{PaidCall, ToolCall, World};
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -186,11 +186,11 @@ pub fn last_run_settle(entries: &[JournalEntry]) -> Option<(Seq, RunStatus)> {
 }
 
 /// The engine: drives segments of runs over one journal store, one transcript store and
-/// one world, as one owner identity.
+/// one set of effects (the provider and tool ledger), as one owner identity.
 pub struct Engine<J, T, W> {
     pub(crate) journal: J,
     pub(crate) transcripts: T,
-    pub(crate) world: W,
+    pub(crate) effects: W,
     pub(crate) env: Rc<dyn Env>,
     pub(crate) profile: Profile,
     pub(crate) owner: String,
@@ -202,12 +202,12 @@ impl<J, T, W> Engine<J, T, W>
 where
     J: JournalStore + LeasableStore + MetaLookup,
     T: TranscriptStore,
-    W: World,
+    W: Effects,
 {
     pub fn new(
         journal: J,
         transcripts: T,
-        world: W,
+        effects: W,
         env: Rc<dyn Env>,
         profile: Profile,
         owner: impl Into<String>,
@@ -215,7 +215,7 @@ where
         Engine {
             journal,
             transcripts,
-            world,
+            effects,
             env,
             profile,
             owner: owner.into(),
@@ -229,8 +229,8 @@ where
     pub fn transcripts(&self) -> &T {
         &self.transcripts
     }
-    pub fn world(&self) -> &W {
-        &self.world
+    pub fn effects(&self) -> &W {
+        &self.effects
     }
     pub fn env(&self) -> &Rc<dyn Env> {
         &self.env

@@ -25,8 +25,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::{
-    fault_at, iso_time, last_run_settle, release_quietly, Engine, EngineError, Op, Outcome, PaidCall,
-    SettleStage, ToolCall, Workflow, World, RUN_SETTLE_DECISION_TYPE,
+    fault_at, iso_time, last_run_settle, release_quietly, Effects, Engine, EngineError, Op, Outcome,
+    PaidCall, SettleStage, ToolCall, Workflow, RUN_SETTLE_DECISION_TYPE,
 };
 use crate::env::LocalFuture;
 use crate::error::StoreError;
@@ -152,7 +152,7 @@ impl<J, T, W> Engine<J, T, W>
 where
     J: JournalStore + LeasableStore + MetaLookup,
     T: TranscriptStore,
-    W: World,
+    W: Effects,
 {
     /// A resume's reads: the meta (its workflow must match `wf`) and the journal.
     async fn prepare_resume(&self, run_id: &str, wf: &Workflow) -> Result<Prepared, EngineError> {
@@ -211,7 +211,7 @@ where
                 Prepared {
                     prior: Vec::new(),
                     segments_before: 0,
-                    genesis: Some(self.world.mint_genesis(run_id)),
+                    genesis: Some(self.effects.mint_genesis(run_id)),
                     carried,
                     meta_present: false,
                 }
@@ -465,7 +465,7 @@ where
                     dispatch: rseq,
                     turn: 0,
                 };
-                let v = self.world.tool_execute(&call).await;
+                let v = self.effects.tool_execute(&call).await;
                 fault_at(env, FaultPoint::EngineDispatchAfterTool, seg.run_id, Some(&seg.lease)).await?;
                 ("ok", v, false)
             }
@@ -504,7 +504,7 @@ where
             let turn = state.turns;
             let call =
                 PaidCall { run_id: seg.run_id.to_string(), op: name.to_string(), dispatch: rseq, turn };
-            let reply = self.world.provider_call(&call).await;
+            let reply = self.effects.provider_call(&call).await;
             fault_at(env, FaultPoint::EngineDispatchAfterProvider, seg.run_id, Some(&seg.lease)).await?;
             state.turns += 1;
             if turn >= tool_turns {
@@ -516,7 +516,7 @@ where
             }
             let call =
                 ToolCall { run_id: seg.run_id.to_string(), op: name.to_string(), dispatch: rseq, turn };
-            let result = self.world.tool_execute(&call).await;
+            let result = self.effects.tool_execute(&call).await;
             fault_at(env, FaultPoint::EngineDispatchAfterTool, seg.run_id, Some(&seg.lease)).await?;
             state.tool_calls_used += 1;
             state.messages.push(json!({ "turn": turn, "reply": reply, "tool": result }));

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use super::{fault_at, release_quietly, Engine, EngineError, Outcome, Workflow, World};
+use super::{fault_at, release_quietly, Effects, Engine, EngineError, Outcome, Workflow};
 use crate::error::StoreError;
 use crate::fault::FaultPoint;
 use crate::profile::EngineThreading;
@@ -54,7 +54,7 @@ impl<J, T, W> Worker<J, T, W>
 where
     J: JournalStore + LeasableStore + MetaLookup,
     T: TranscriptStore,
-    W: World,
+    W: Effects,
 {
     /// `registry` maps `meta.workflow_name` to the workflow to resume with.
     pub fn new(

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use store::engine::{PaidCall, ToolCall, World};
+use store::engine::{Effects, PaidCall, ToolCall};
 use store::{
     JournalEntry, JournalStore, LeasableStore, Lease, LocalFuture, MetaLookup, Result, RunFilter, RunMeta,
     RunStatus, StoreError,
@@ -34,11 +34,11 @@ pub struct WorldState {
 /// Counts paid calls and tool runs. Replies "alpha" to op `one`, "beta" to `two`, and
 /// `"<op>:<turn>"` otherwise.
 #[derive(Clone, Default)]
-pub struct TestWorld(pub Rc<WorldState>);
+pub struct TestEffects(pub Rc<WorldState>);
 
-impl TestWorld {
-    pub fn new() -> TestWorld {
-        TestWorld::default()
+impl TestEffects {
+    pub fn new() -> TestEffects {
+        TestEffects::default()
     }
     pub fn paid(&self) -> u32 {
         self.0.paid.get()
@@ -54,7 +54,7 @@ impl TestWorld {
     }
 }
 
-impl World for TestWorld {
+impl Effects for TestEffects {
     fn provider_call(&self, call: &PaidCall) -> LocalFuture<'static, Value> {
         let s = &self.0;
         s.paid.set(s.paid.get() + 1);

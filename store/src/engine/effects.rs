@@ -1,5 +1,5 @@
-//! The outside world the engine calls: paid model calls, tool side effects, and the
-//! generation-id mint. The simulator implements it with a ledger (every call it sees is a
+//! The engine's effects on the outside world (the provider and tool ledger): paid model
+//! calls, tool side effects, and the generation-id mint. The simulator implements it with a ledger (every call it sees is a
 //! payment or a side effect that really happened); tests implement it with counters.
 //!
 //! Promise: the engine calls `provider_call` exactly once per paid model turn and
@@ -32,7 +32,7 @@ pub struct ToolCall {
 }
 
 /// What the engine calls outside itself.
-pub trait World {
+pub trait Effects {
     /// One paid model call; the reply. For an agent, the reply of its final turn is the
     /// agent's value (whether a turn asks for a tool is the workflow's data, not the reply's).
     fn provider_call(&self, call: &PaidCall) -> LocalFuture<'static, serde_json::Value>;
@@ -42,7 +42,7 @@ pub trait World {
     fn mint_genesis(&self, run_id: &str) -> String;
 }
 
-impl<W: World + ?Sized> World for std::rc::Rc<W> {
+impl<W: Effects + ?Sized> Effects for std::rc::Rc<W> {
     fn provider_call(&self, call: &PaidCall) -> LocalFuture<'static, serde_json::Value> {
         (**self).provider_call(call)
     }
