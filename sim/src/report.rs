@@ -18,16 +18,46 @@ pub fn fmt_time(ns: u64) -> String {
     format!("{:>9}", crate::time::secs(ns))
 }
 
-/// The timeline: `time  node  epoch  operation  outcome  fault`.
+/// The timeline's column header.
+fn timeline_header() -> String {
+    format!("{:>9}  {:<4} {:>5}  {:<44} {:<28} fault", "time", "node", "epoch", "operation", "outcome")
+}
+
+/// The timeline: `time  node  epoch  operation  outcome  fault`, one line per event.
 pub fn timeline(history: &History) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:>9}  {:<4} {:>5}  {:<44} {:<28} fault",
-        "time", "node", "epoch", "operation", "outcome"
-    );
+    let mut out = timeline_header();
+    out.push('\n');
     for e in &history.events {
         let _ = writeln!(out, "{}", timeline_line(e));
+    }
+    out
+}
+
+/// The timeline of `events` as a person reads it: a run of consecutive events that differ
+/// only in their time (a retry loop meeting the same refusal) is one line, its first,
+/// ending `xN to <time of the last>`. Events with a fault are never folded.
+pub fn timeline_folded(events: &[Event]) -> String {
+    let mut out = timeline_header();
+    out.push('\n');
+    let same = |a: &Event, b: &Event| {
+        a.fault.is_empty()
+            && b.fault.is_empty()
+            && (a.node, a.epoch, &a.op, &a.outcome) == (b.node, b.epoch, &b.op, &b.outcome)
+    };
+    let mut i = 0;
+    while i < events.len() {
+        let mut j = i + 1;
+        while j < events.len() && same(&events[i], &events[j]) {
+            j += 1;
+        }
+        let line = timeline_line(&events[i]);
+        if j - i > 1 {
+            let pad = format!("{:<1$}", line, timeline_header().len() - "fault".len());
+            let _ = writeln!(out, "{pad}x{} to {}", j - i, crate::time::secs(events[j - 1].at_ns));
+        } else {
+            let _ = writeln!(out, "{line}");
+        }
+        i = j;
     }
     out
 }
@@ -148,4 +178,42 @@ pub fn failure_text(r: &RunReport) -> String {
     let _ = writeln!(out, "  reproduce: {}", r.reproduce);
     let _ = writeln!(out, "  trace hash: {}", r.trace_hash);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(ms: u64, node: u32, op: &str, outcome: &str, fault: &str) -> Event {
+        Event {
+            at_ns: ms * 1_000_000,
+            node: Some(node),
+            epoch: None,
+            op: op.into(),
+            outcome: outcome.into(),
+            fault: fault.into(),
+            call: None,
+        }
+    }
+
+    #[test]
+    fn a_retry_loop_folds_into_one_line_and_everything_else_stays() {
+        let events = vec![
+            event(0, 0, "acquire r by a", "ok epoch=1", ""),
+            event(1, 1, "acquire r by b", "err lease_held", ""),
+            event(12, 1, "acquire r by b", "err lease_held", ""),
+            event(25, 1, "acquire r by b", "err lease_held", ""),
+            event(30, 0, "", "", "stall 300ms at sqlite.renew.after_check"),
+            event(30, 0, "", "", "stall 300ms at sqlite.renew.after_check"),
+            event(40, 1, "acquire r by b", "err lease_held", ""),
+        ];
+        let folded = timeline_folded(&events);
+        let lines: Vec<&str> = folded.lines().collect();
+        assert_eq!(lines.len(), 1 + 5, "{folded}");
+        assert!(lines[2].contains("err lease_held") && lines[2].ends_with("x3 to 0.025s"), "{folded}");
+        assert!(lines[2].starts_with("   0.001s  n1"), "the first of the run keeps its time: {folded}");
+        assert_eq!(lines[3], lines[4], "events with a fault are never folded");
+        assert!(lines[5].starts_with("   0.040s") && !lines[5].contains(" x"), "{folded}");
+        assert_eq!(timeline(&History { events, ..History::default() }).lines().count(), 1 + 7);
+    }
 }

@@ -14,7 +14,7 @@ use store::ProfileName;
 use crate::history::History;
 use crate::oracle::Violation;
 use crate::plan::{Decision, Knobs, Plan};
-use crate::report::{fmt_time, timeline};
+use crate::report::{fmt_time, timeline_folded};
 use crate::runner::{execute, Outcome};
 use crate::world::Scenario;
 
@@ -273,8 +273,6 @@ pub fn witness_text(out: &Outcome, target: Option<&dyn Target>) -> String {
     if shown.len() < out.violations.len() {
         let _ = writeln!(s, "  ... and {} later", out.violations.len() - shown.len());
     }
-    let full = timeline(&out.history);
-    let mut lines = full.lines();
     match cut {
         None => {
             let _ = writeln!(s, "timeline:");
@@ -284,13 +282,8 @@ pub fn witness_text(out: &Outcome, target: Option<&dyn Target>) -> String {
             let _ = writeln!(s, "timeline (up to the witness at {}):", fmt_time(at).trim_start());
         }
     }
-    if let Some(header) = lines.next() {
-        let _ = writeln!(s, "{header}");
-    }
     let kept = cut.map_or(out.history.events.len(), |c| c + 1);
-    for l in lines.by_ref().take(kept) {
-        let _ = writeln!(s, "{l}");
-    }
+    s.push_str(&timeline_folded(&out.history.events[..kept.min(out.history.events.len())]));
     let rest = out.history.events.len().saturating_sub(kept);
     if rest > 0 {
         let _ = writeln!(s, "  ... {rest} more events");

@@ -19,7 +19,7 @@ use store::ProfileName;
 
 use crate::catalog::{find_scenario, parse_profile, usage};
 use crate::plan::Plan;
-use crate::report::{failure_text, timeline, trace_jsonl};
+use crate::report::{failure_text, timeline_folded, trace_jsonl};
 use crate::runner::execute;
 use crate::sweep::{self, SeedRange, Shard, SweepOptions, SweepReport};
 use crate::world::Scenario;
@@ -341,7 +341,7 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                     }
                 }
                 if !quiet {
-                    print!("{}", timeline(&out.history));
+                    print!("{}", timeline_folded(&out.history.events));
                     println!();
                 }
                 print!("{}", failure_text(&out.report));
