@@ -26,22 +26,7 @@ use store::{FaultPoint, Moment};
 use super::model::{Grant, GrantWalk, Judged};
 use crate::history::{Call, FactKind, FaultKind, OpKind, Outcome};
 
-const OPS: [OpKind; 14] = [
-    OpKind::Boot,
-    OpKind::Acquire,
-    OpKind::Renew,
-    OpKind::Release,
-    OpKind::Append,
-    OpKind::Load,
-    OpKind::PutMeta,
-    OpKind::GetMeta,
-    OpKind::ListRuns,
-    OpKind::Delete,
-    OpKind::BlobPut,
-    OpKind::BlobGet,
-    OpKind::BlobList,
-    OpKind::BlobDelete,
-];
+const OPS: [OpKind; 14] = OpKind::ALL;
 
 /// The caller's relation to the run's lease when its call took effect or was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
