@@ -77,6 +77,10 @@ pub struct EngineScenario {
     /// --repair`) beside its worker. Off in the targeted variants, whose residue (a stranded
     /// run) is the finding they exist to leave behind.
     pub repairs: bool,
+    /// Whether workers stop gracefully now and then (rulvar's `stop()`: the drive in
+    /// progress settles `cancelled` under the worker's live lease) and a fresh worker takes
+    /// over the loop, as a restarted worker process would.
+    pub stops: bool,
     /// The coverage goals a sweep must meet, each in a share of its seeds.
     pub coverage: &'static [Required],
 }
@@ -98,6 +102,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
     key_points: &[],
     labels: true,
     repairs: true,
+    stops: true,
     coverage: &[
         required("busy_met", 200),
         required("crash_after_commit", 30),
@@ -123,6 +128,7 @@ pub static F1_STALE_SETTLE: EngineScenario = EngineScenario {
     key_points: &[FaultPoint::WorkerDriveBeforeRenew],
     labels: false,
     repairs: false,
+    stops: false,
     coverage: &[
         required("restarted_process_wrote", 40),
         required("run_resumed_by_a_later_segment", 150),
@@ -145,6 +151,7 @@ pub static F2_STALE_CHECKPOINT: EngineScenario = EngineScenario {
     key_points: &[FaultPoint::WorkerDriveBeforeRenew],
     labels: false,
     repairs: false,
+    stops: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 150),
         required("superseded_write_refused", 120),
@@ -166,6 +173,7 @@ pub static F4_STALE_RETENTION: EngineScenario = EngineScenario {
     key_points: &[FaultPoint::WorkerRetentionAfterAcquire],
     labels: false,
     repairs: false,
+    stops: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 60),
         required("superseded_write_refused", 80),
@@ -194,6 +202,7 @@ pub struct QueueShared {
     pub retry_per_mille: u32,
     pub labels: bool,
     pub repairs: bool,
+    pub stops: bool,
     /// Host operations (a submission's `run`, a retry's `resume`) in flight, per process
     /// incarnation: the heal is not over while one may still write (a host stalled across
     /// the heal can create its run after every other run settled).
@@ -365,6 +374,7 @@ impl Scenario for EngineScenario {
             retry_per_mille: self.retry_per_mille,
             labels: self.labels,
             repairs: self.repairs,
+            stops: self.stops,
             pending: RefCell::new(BTreeMap::new()),
         })
     }
@@ -564,17 +574,43 @@ async fn node_body(node: NodeCtx) {
     }
 
     // Worker and operator.
-    let worker =
-        Worker::new(worker_engine.clone(), worker_sink.owner.clone(), sh.registry.clone(), Some(retention));
-    let sink = worker_sink;
-    let engine = worker_engine;
+    let new_worker = || {
+        Worker::new(worker_engine.clone(), worker_sink.owner.clone(), sh.registry.clone(), Some(retention))
+    };
+    let sink = &worker_sink;
+    let engine = &worker_engine;
     let actor = sink.owner.clone();
-    under_actor(&actor, worker_loop(&worker, &engine, &sink, &sh, node.index, node.incarnation, nodes)).await;
+    under_actor(&actor, worker_loop(&new_worker, engine, sink, &sh, node.index, node.incarnation, nodes))
+        .await;
+}
+
+type SimWorker = Worker<RecordedStore, RecordedTranscripts, LedgerEffects>;
+
+/// Chance per sweep that the worker is stopped while it sweeps (when the scenario stops
+/// workers), per mille.
+const STOP_PER_MILLE: u32 = 300;
+
+/// One sweep of `worker`; when `stop_after_ms` is set, the worker is stopped that long into
+/// it (the drive in progress, if any, settles `cancelled`).
+async fn sweep_maybe_stopped(
+    worker: &SimWorker,
+    stop_after_ms: Option<u64>,
+) -> Result<store::engine::SweepReport, store::engine::EngineError> {
+    let Some(ms) = stop_after_ms else { return worker.sweep().await };
+    let stopper = async move {
+        madsim::time::sleep(Duration::from_millis(ms)).await;
+        worker.stop();
+        std::future::pending::<()>().await
+    };
+    match futures::future::select(Box::pin(worker.sweep()), Box::pin(stopper)).await {
+        futures::future::Either::Left((swept, _)) => swept,
+        futures::future::Either::Right(((), swept)) => swept.await,
+    }
 }
 
 /// The worker and operator identity's loop: sweep and drive, answer suspensions, prune.
 async fn worker_loop(
-    worker: &Worker<RecordedStore, RecordedTranscripts, LedgerEffects>,
+    new_worker: &dyn Fn() -> SimWorker,
     engine: &SimEngine,
     sink: &FactSink,
     sh: &QueueShared,
@@ -584,8 +620,12 @@ async fn worker_loop(
 ) {
     let mut r = rng(sh.seed, "worker", u64::from(index) << 32 | u64::from(incarnation));
     let mut cr = rng(sh.seed, "census", u64::from(index) << 32 | u64::from(incarnation));
+    let mut sr = rng(sh.seed, "worker-stop", u64::from(index) << 32 | u64::from(incarnation));
+    let mut worker = new_worker();
     while !sh.stop.get() {
-        match worker.sweep().await {
+        let stop_after_ms =
+            (sh.stops && !sh.heal.get() && sr.chance(STOP_PER_MILLE)).then(|| sr.between(5, 150));
+        match sweep_maybe_stopped(&worker, stop_after_ms).await {
             Ok(report) => {
                 for (run_id, outcome) in &report.driven {
                     sink.settled(run_id, "drive", &Ok(outcome.clone()));
@@ -598,6 +638,11 @@ async fn worker_loop(
             Err(e) => {
                 sink.settled("", "sweep", &Err(e));
             }
+        }
+        if worker.stopped() {
+            // A stopped worker stays stopped: a fresh one (a restarted worker process, with
+            // no memory of the runs it parked) carries on under the same identity.
+            worker = new_worker();
         }
         if (sh.heal.get() || r.chance(500)) && !resolve_open(engine, sink).await {
             return;

@@ -128,6 +128,56 @@ fn a_worker_renew_failure_cancels_the_drive() {
 }
 
 #[test]
+fn a_stopped_worker_cancels_its_drive_under_its_live_lease_and_sweeps_no_more() {
+    let clock = ManualClock::starting_at(T0);
+    let env: Rc<dyn Env> = Rc::new(ManualEnv::new(clock.clone()));
+    let store = InMemoryStore::new(env.clone(), TTL).unwrap();
+    let blobs = InMemoryTranscriptStore::new();
+    block_on(async {
+        for run in ["RUN", "NEXT"] {
+            let kill = KillStore::new(store.clone(), Matcher::Running, 1, false);
+            let child = Engine::new(
+                kill,
+                blobs.clone(),
+                TestEffects::new(),
+                env.clone(),
+                Profile::current(),
+                "child",
+            );
+            assert!(matches!(child.run(run, &Workflow::happy()).await, Err(EngineError::Crashed { .. })));
+        }
+        clock.advance(TTL + 1);
+        let effects = TestEffects::new();
+        // Every paid call takes a few polls: the stop lands while the drive is mid-body.
+        effects.on_paid(Box::new(|_| Some(Box::pin(Yield(3)))));
+        let engine =
+            Rc::new(Engine::new(store.clone(), blobs, effects.clone(), env, Profile::current(), "w"));
+        let worker = Worker::new(engine, "worker", registry(), None);
+        let stopper = async {
+            while effects.paid() == 0 {
+                Yield(1).await;
+            }
+            worker.stop();
+        };
+        let (report, ()) = futures::join!(worker.sweep(), stopper);
+        let report = report.unwrap();
+        assert!(worker.stopped());
+        assert_eq!(report.driven.len(), 1, "the sweep took no run after the stop: {report:?}");
+        let (run, outcome) = &report.driven[0];
+        assert_eq!(outcome.status, RunStatus::Cancelled);
+        // The settle landed under the worker's live lease: the run_settle entry, then the meta.
+        let entries = store.load(run).await.unwrap();
+        assert_eq!(settles(&entries).last().map(|(s, _)| s.as_str()), Some("cancelled"));
+        assert_eq!(store.get_meta(run).await.unwrap().unwrap().status, RunStatus::Cancelled);
+        // The lease was released: anyone may take the run now, without waiting for the ttl.
+        assert!(store.acquire(run, "someone").await.is_ok());
+        let other = if run == "RUN" { "NEXT" } else { "RUN" };
+        assert_eq!(store.get_meta(other).await.unwrap().unwrap().status, RunStatus::Running);
+        assert_eq!(worker.sweep().await.unwrap(), store::engine::SweepReport::default());
+    });
+}
+
+#[test]
 fn retention_deletes_terminal_runs_with_their_blobs_on_memory() {
     let clock = ManualClock::starting_at(T0);
     let env: Rc<dyn Env> = Rc::new(ManualEnv::new(clock.clone()));

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::contract::{EntryView, MetaView};
+use super::contract::{EntryView, MetaView, Status};
 use super::model::{walk_grants, Judged};
 use crate::history::{FactKind, OpKind, Outcome};
 
@@ -67,6 +67,11 @@ pub const GOALS: &[Goal] = &[
         name: "paying_holder_told_superseded",
         claim: "A segment that had paid for a turn met a lease_held refusal of its renew or a fenced write (no_work_after_lease_lost had something to judge).",
         check: paying_holder_told_superseded,
+    },
+    Goal {
+        name: "run_settled_cancelled",
+        claim: "A segment settled a run cancelled and its terminal meta write took effect (a cancel under a live lease: a worker stop, or a renew that failed while the lease was still valid).",
+        check: run_settled_cancelled,
     },
 ];
 
@@ -163,5 +168,16 @@ fn paying_holder_told_superseded(j: &Judged) -> bool {
             && payers
                 .get(&(l.run_id.as_str(), l.owner.as_str(), c.node))
                 .is_some_and(|&first| c.returned_ns.is_some_and(|r| r > first))
+    })
+}
+
+fn run_settled_cancelled(j: &Judged) -> bool {
+    j.applied.iter().any(|c| {
+        c.op == OpKind::PutMeta
+            && c.args
+                .payload
+                .as_deref()
+                .and_then(MetaView::parse)
+                .is_some_and(|m| m.status == Status::Cancelled)
     })
 }

@@ -103,6 +103,8 @@ struct Seg<'a> {
     inflight: RefCell<Option<(Seq, String, String)>>,
     /// A failed append in this segment (rulvar's integrity latch).
     latch: Cell<bool>,
+    /// Journal appends in flight (0 or 1): a cancel waits for one to return.
+    appending: Cell<u32>,
     /// The loaded journal's last settle is `ok` (limit terminals then replay).
     settled_ok: bool,
     segment_no: u64,
@@ -262,6 +264,7 @@ where
             appended: RefCell::new(Vec::new()),
             inflight: RefCell::new(None),
             latch: Cell::new(false),
+            appending: Cell::new(0),
             segment_no: segments_before + 1,
             genesis,
             carried,
@@ -292,9 +295,30 @@ where
         let body: LocalFuture<'_, Result<Option<Value>, EngineError>> = Box::pin(self.body(&seg, wf));
         let (body_result, watch_rest) = match select(body, watch).await {
             Either::Left((res, watch)) => (Some(res), Some(watch)),
-            Either::Right((watched, body)) => {
+            Either::Right((watched, mut body)) => {
+                if let Err(e) = watched {
+                    drop(body);
+                    return Err(e);
+                }
+                // Cancel: the body stops at its next await outside a journal write. rulvar
+                // aborts live agent calls, but a journal append in flight completes and is
+                // recorded; dropping it mid-call would lose an entry that committed (and the
+                // settle would then skip its `run_settle` over that entry).
+                let finished = futures::future::poll_fn(|cx| {
+                    if seg.appending.get() == 0 {
+                        return Poll::Ready(None);
+                    }
+                    match body.as_mut().poll(cx) {
+                        Poll::Ready(r) => Poll::Ready(Some(r)),
+                        Poll::Pending if seg.appending.get() == 0 => Poll::Ready(None),
+                        Poll::Pending => Poll::Pending,
+                    }
+                })
+                .await;
                 drop(body);
-                watched?;
+                if let Some(Err(e @ EngineError::Crashed { .. })) = finished {
+                    return Err(e);
+                }
                 (None, None)
             }
         };
@@ -376,7 +400,10 @@ where
         let seq = Seq(seg.next_seq.get());
         seg.next_seq.set(seq.0 + 1);
         entry.seq = seq;
-        match self.journal.append(seg.run_id, &entry, Some(&seg.lease)).await {
+        seg.appending.set(seg.appending.get() + 1);
+        let appended = self.journal.append(seg.run_id, &entry, Some(&seg.lease)).await;
+        seg.appending.set(seg.appending.get() - 1);
+        match appended {
             Ok(()) => {
                 seg.appended.borrow_mut().push(entry);
                 Ok(seq)

@@ -9,10 +9,15 @@
 //! Retention acquires a brief lease and deletes the run with its blobs; the lease is passed
 //! to the deletes only under `EngineThreading::All` (rulvar <= v1.44.1 acquired but did not
 //! pass it). Drives run one at a time (rulvar's default concurrency of 1).
+//!
+//! Stopping (rulvar's `stop()`, docs/engine-model.md 5.2 step 6): [`Worker::stop`] cancels
+//! the drive in progress, which settles `cancelled` under the worker's still-live lease and
+//! releases it; the sweep takes no further run and returns. A stopped worker stays stopped.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use super::{fault_at, release_quietly, Effects, Engine, EngineError, Outcome, Workflow};
@@ -48,6 +53,38 @@ pub struct Worker<J, T, W> {
     retention: Option<Retention>,
     /// rulvar's `suspendedAt`: run -> (journal length, genesis) when this worker parked it.
     parked: RefCell<BTreeMap<String, (usize, Option<String>)>>,
+    stop: StopSignal,
+}
+
+/// Set once by [`Worker::stop`]; wakes every drive waiting on it.
+#[derive(Default)]
+struct StopSignal {
+    stopped: Cell<bool>,
+    wakers: RefCell<Vec<Waker>>,
+}
+
+impl StopSignal {
+    fn set(&self) {
+        self.stopped.set(true);
+        for w in self.wakers.take() {
+            w.wake();
+        }
+    }
+
+    /// Resolves once the signal is set.
+    async fn wait(&self) {
+        futures::future::poll_fn(|cx| {
+            if self.stopped.get() {
+                return Poll::Ready(());
+            }
+            let mut wakers = self.wakers.borrow_mut();
+            if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                wakers.push(cx.waker().clone());
+            }
+            Poll::Pending
+        })
+        .await
+    }
 }
 
 impl<J, T, W> Worker<J, T, W>
@@ -63,7 +100,26 @@ where
         registry: BTreeMap<String, Workflow>,
         retention: Option<Retention>,
     ) -> Self {
-        Worker { engine, owner: owner.into(), registry, retention, parked: RefCell::new(BTreeMap::new()) }
+        Worker {
+            engine,
+            owner: owner.into(),
+            registry,
+            retention,
+            parked: RefCell::new(BTreeMap::new()),
+            stop: StopSignal::default(),
+        }
+    }
+
+    /// Stop: the drive in progress (if any) is cancelled and settles `cancelled` under the
+    /// worker's lease, then the lease is released; the sweep in progress takes no further run
+    /// and returns; a later sweep does nothing. Await the sweep to await the settle.
+    pub fn stop(&self) {
+        self.stop.set();
+    }
+
+    /// Whether [`Worker::stop`] was called.
+    pub fn stopped(&self) -> bool {
+        self.stop.stopped.get()
     }
 
     pub fn engine(&self) -> &Rc<Engine<J, T, W>> {
@@ -75,6 +131,9 @@ where
 
     /// One sweep. Only a crash is an error; everything else lands in the report.
     pub async fn sweep(&self) -> Result<SweepReport, EngineError> {
+        if self.stopped() {
+            return Ok(SweepReport::default());
+        }
         let journal = &self.engine.journal;
         let filter = if self.retention.is_some() { RunFilter::default() } else { RunFilter::resumable() };
         let metas = journal.list_runs(&filter).await.map_err(EngineError::store)?;
@@ -85,6 +144,9 @@ where
         }
         let mut report = SweepReport::default();
         for meta in metas {
+            if self.stopped() {
+                break;
+            }
             let run_id = meta.run_id.clone();
             if meta.status.is_terminal() {
                 if self.retention.is_some_and(|keep_not| keep_not(&meta)) {
@@ -181,7 +243,8 @@ where
         Ok(report)
     }
 
-    /// `engine.resume(lease)` while this worker renews; a renew failure cancels the segment.
+    /// `engine.resume(lease)` while this worker renews; a renew failure, or a stop, cancels
+    /// the segment.
     async fn drive(&self, run_id: &str, wf: &Workflow, lease: &Lease) -> Result<Outcome, EngineError> {
         let engine = &self.engine;
         let every = Duration::from_millis(engine.renew_every_ms());
@@ -197,7 +260,13 @@ where
                 super::segment::YieldNow(false).await;
             }
         };
-        engine.resume_watched(run_id, wf, lease.clone(), Box::pin(renew)).await
+        let watch = async move {
+            match futures::future::select(Box::pin(renew), Box::pin(self.stop.wait())).await {
+                futures::future::Either::Left((renewed, _)) => renewed,
+                futures::future::Either::Right(((), _)) => Ok(()),
+            }
+        };
+        engine.resume_watched(run_id, wf, lease.clone(), Box::pin(watch)).await
     }
 
     /// Retention: brief lease (skip if held: `Ok(false)`), under `retention_rechecks` re-read
