@@ -49,8 +49,12 @@ const OWNERS: &[&str] = &["w1", "w2"];
 const NAMES: &[&str] = &["n", "n_", "nx", "N", "n%"];
 const TAGS: &[&str] = &["a", "b", "a_", "A"];
 /// Field names a meta record may carry beyond the named ones (1.1: they must round-trip).
+/// None shadows a named field: a record whose `extra` repeats `status`, `runId` or a named
+/// field with another type is a known divergence of the store (it accepts the write, then
+/// cannot read it back; see `known_divergence_*` below), kept out of the sequences.
 const META_EXTRA_KEYS: &[&str] = &["budgetUsd", "scope", "argsHash", "execKeyDerivation", "x", "ünï", "a b"];
-/// Field names an entry may carry beyond the envelope.
+/// Field names an entry may carry beyond the envelope. None shadows an envelope field (the
+/// same known divergence for entries).
 const ENTRY_EXTRA_KEYS: &[&str] = &["hashVersion", "scope", "ordinal", "v", "ünï", "z"];
 
 // ---------------------------------------------------------------------------------------
@@ -132,11 +136,15 @@ struct MetaBody {
 enum Op {
     /// Move the clock forward by this many ms.
     Advance(i64),
-    /// Move the clock to the run's lease expiry plus `delta` (-1, 0 or +1), if that is ahead.
+    /// Move the clock to the expiry of a granted lease's run (its lease row as it stands) plus
+    /// `delta` (-1, 0 or +1), if that is ahead.
     ToExpiry {
-        run: usize,
+        grant: GrantPick,
         delta: i64,
     },
+    /// Send the following calls through the other connection (SqliteStore: a second store
+    /// instance over the same file, as a second process would; in-memory: no-op).
+    SwitchInstance,
     Acquire {
         run: RunPick,
         owner: usize,
@@ -210,8 +218,12 @@ fn ref_pick() -> impl Strategy<Value = RefPick> {
     ]
 }
 
+fn grant_pick() -> impl Strategy<Value = GrantPick> {
+    prop_oneof![3 => Just(GrantPick::Newest), 2 => (0..8usize).prop_map(GrantPick::Index)]
+}
+
 fn lease_pick() -> impl Strategy<Value = LeasePick> {
-    let grant = prop_oneof![3 => Just(GrantPick::Newest), 2 => (0..8usize).prop_map(GrantPick::Index)];
+    let grant = grant_pick();
     let forge = prop_oneof![
         8 => Just(Forgery::AsGranted),
         1 => Just(Forgery::OtherOwner),
@@ -333,7 +345,8 @@ fn filter_pick() -> impl Strategy<Value = FilterPick> {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => (0..=2 * TTL_MS).prop_map(Op::Advance),
-        3 => (0..RUNS.len(), -1..=1i64).prop_map(|(run, delta)| Op::ToExpiry { run, delta }),
+        3 => (grant_pick(), -1..=1i64).prop_map(|(grant, delta)| Op::ToExpiry { grant, delta }),
+        1 => Just(Op::SwitchInstance),
         6 => (run_pick(), 0..OWNERS.len()).prop_map(|(run, owner)| Op::Acquire { run, owner }),
         3 => lease_pick().prop_map(|lease| Op::Renew { lease }),
         2 => lease_pick().prop_map(|lease| Op::Release { lease }),
@@ -380,13 +393,17 @@ struct Ctx {
 }
 
 impl Ctx {
-    fn lease(&self, p: &LeasePick) -> Lease {
-        let base = match (&p.grant, self.grants.len()) {
+    fn grant(&self, p: &GrantPick) -> Lease {
+        match (p, self.grants.len()) {
             // Nothing granted yet: a lease nobody was granted.
             (_, 0) => Lease { run_id: RUNS[0].into(), owner: OWNERS[0].into(), epoch: Epoch(1) },
             (GrantPick::Newest, n) => self.grants[n - 1].clone(),
             (GrantPick::Index(i), n) => self.grants[i % n].clone(),
-        };
+        }
+    }
+
+    fn lease(&self, p: &LeasePick) -> Lease {
+        let base = self.grant(&p.grant);
         match p.forge {
             Forgery::AsGranted => base,
             Forgery::OtherOwner => Lease { owner: format!("{}-not", base.owner), ..base },
@@ -454,16 +471,21 @@ fn seq(p: &SeqPick, model: &Reference, run: &str) -> u64 {
     }
 }
 
-/// The call an op makes now; `None` for a clock move (done here).
-fn resolve(op: &Op, ctx: &Ctx, model: &Reference, clock: &ManualClock) -> Option<Call> {
+/// The call an op makes now; `None` for a clock move or a switch of connection (done here).
+fn resolve(op: &Op, ctx: &Ctx, model: &Reference, subject: &dyn Subject) -> Option<Call> {
+    let clock = subject.clock();
     let lease = |p: &Option<LeasePick>| p.as_ref().map(|p| ctx.lease(p));
     Some(match op {
         Op::Advance(ms) => {
             clock.advance(*ms);
             return None;
         }
-        Op::ToExpiry { run, delta } => {
-            if let Some(row) = model.lease_row(RUNS[*run]) {
+        Op::SwitchInstance => {
+            subject.switch_instance();
+            return None;
+        }
+        Op::ToExpiry { grant, delta } => {
+            if let Some(row) = model.lease_row(&ctx.grant(grant).run_id) {
                 let target = row.expires_at_ms + delta;
                 if target > clock.now_ms() {
                     clock.set(target);
@@ -533,6 +555,8 @@ where
 /// A store under test, fresh for one sequence, on its own manual clock.
 trait Subject {
     fn clock(&self) -> &ManualClock;
+    /// Route later calls through the store's other connection, if it has one.
+    fn switch_instance(&self);
     fn call(&self, call: &Call) -> Result<Answer, StoreError>;
     /// The model of this store's contract.
     fn model(&self) -> Reference;
@@ -546,6 +570,10 @@ struct Sqlite {
     clock: ManualClock,
     store: SqliteStore,
     blobs: SqliteTranscripts,
+    /// A second store instance over the same file, on the same clock.
+    other: SqliteStore,
+    other_blobs: SqliteTranscripts,
+    use_other: std::cell::Cell<bool>,
 }
 
 /// A temp dir on /dev/shm when there is one (as the simulator's database files).
@@ -566,9 +594,11 @@ impl Sqlite {
         let clock = ManualClock::starting_at(T0);
         let env = Rc::new(ManualEnv::new(clock.clone()));
         let options = SqliteOptions::new(&path).ttl_ms(TTL_MS).synchronous(Synchronous::Off);
-        let store = block_on(SqliteStore::open(options, env)).expect("open the store");
+        let store = block_on(SqliteStore::open(options.clone(), env.clone())).expect("open the store");
+        let other = block_on(SqliteStore::open(options, env)).expect("open a second instance");
         let blobs = store.transcripts();
-        Sqlite { _dir: dir, path, clock, store, blobs }
+        let other_blobs = other.transcripts();
+        Sqlite { _dir: dir, path, clock, store, blobs, other, other_blobs, use_other: Default::default() }
     }
 }
 
@@ -597,8 +627,15 @@ impl Subject for Sqlite {
     fn clock(&self) -> &ManualClock {
         &self.clock
     }
+    fn switch_instance(&self) {
+        self.use_other.set(!self.use_other.get());
+    }
     fn call(&self, call: &Call) -> Result<Answer, StoreError> {
-        on_store(&self.store, &self.blobs, call)
+        if self.use_other.get() {
+            on_store(&self.other, &self.other_blobs, call)
+        } else {
+            on_store(&self.store, &self.blobs, call)
+        }
     }
     fn model(&self) -> Reference {
         Reference::new(TTL_MS, Surfaces::SQLITE_CURRENT)
@@ -675,6 +712,7 @@ impl Subject for Memory {
     fn clock(&self) -> &ManualClock {
         &self.clock
     }
+    fn switch_instance(&self) {}
     fn call(&self, call: &Call) -> Result<Answer, StoreError> {
         on_store(&self.store, &self.blobs, call)
     }
@@ -762,10 +800,10 @@ fn step(
         Ok(got)
     } else {
         Err(format!(
-            "the store and the model disagree at step {}:\n  store: {}\n  model: {:?}\ncalls:\n  {}",
+            "the store and the model disagree at call {}:\n  store: {}\n  model: {}\ncalls:\n  {}",
             log.len(),
             show(&got),
-            want,
+            show_expected(&want),
             log.join("\n  ")
         ))
     }
@@ -790,7 +828,7 @@ fn final_state_agrees(
     refs: &[String],
     log: &mut Vec<String>,
 ) -> Result<(), String> {
-    log.push("-- final reads --".into());
+    log.push("final reads (only a disagreeing one is shown):".into());
     let mut finals: Vec<Call> = Vec::new();
     for run in runs {
         finals.push(Call::Load { run_id: run.clone() });
@@ -802,7 +840,7 @@ fn final_state_agrees(
     }
     finals.push(Call::ListRuns { filter: RunFilter::default() });
     for call in &finals {
-        check(subject, model, call, log)?;
+        check(subject, model, call, &mut log.clone())?;
     }
     subject
         .stored_state_agrees(model)
@@ -815,8 +853,11 @@ fn run_sequence(subject: &dyn Subject, ops: &[Op]) -> Result<(), String> {
     let mut ctx = Ctx::default();
     let mut log: Vec<String> = Vec::new();
     for op in ops {
-        let Some(call) = resolve(op, &ctx, &model, subject.clock()) else {
-            log.push(format!("clock -> t0+{}", subject.clock().now_ms() - T0));
+        let Some(call) = resolve(op, &ctx, &model, subject) else {
+            log.push(match op {
+                Op::SwitchInstance => "switch to the other connection".into(),
+                _ => format!("clock -> t0+{}", subject.clock().now_ms() - T0),
+            });
             continue;
         };
         if let Ok(Answer::Granted(l)) = step(subject, &mut model, &call, &mut log)? {
@@ -865,6 +906,14 @@ fn show_call(c: &Call) -> String {
         Call::BlobGet { blob_ref } => format!("blob get {blob_ref:?}"),
         Call::BlobList { run_id } => format!("blob list {run_id:?}"),
         Call::BlobDelete { blob_ref, lease } => format!("blob delete {blob_ref:?}{}", show_lease(lease)),
+    }
+}
+
+/// The model's answer in the words of [`show`].
+fn show_expected(r: &Result<Answer, Refusal>) -> String {
+    match r {
+        Ok(a) => show(&Ok(a.clone())),
+        Err(e) => format!("Err({e:?})"),
     }
 }
 
@@ -1281,11 +1330,12 @@ fn generated_sequences_reach_every_kind_of_answer() {
     let mut seen: BTreeMap<String, u32> = BTreeMap::new();
     for _ in 0..DEFAULT_CASES {
         let ops = ops().new_tree(&mut runner).expect("a sequence").current();
-        let clock = ManualClock::starting_at(T0);
+        let subject = Memory::open();
+        let clock = subject.clock();
         let mut model = Reference::new(TTL_MS, Surfaces::SQLITE_CURRENT);
         let mut ctx = Ctx::default();
         for op in &ops {
-            let Some(call) = resolve(op, &ctx, &model, &clock) else { continue };
+            let Some(call) = resolve(op, &ctx, &model, &subject) else { continue };
             let now = clock.now_ms();
             let on_expiry = match &call {
                 Call::Renew { lease } | Call::Release { lease } => {
@@ -1298,6 +1348,15 @@ fn generated_sequences_reach_every_kind_of_answer() {
             };
             if on_expiry {
                 *seen.entry("a lease call at the expiry instant".into()).or_default() += 1;
+            }
+            if let Call::Append { lease: Some(l), .. }
+            | Call::PutMeta { lease: Some(l), .. }
+            | Call::BlobPut { lease: Some(l), .. } = &call
+            {
+                if model.lease_row(&l.run_id).is_some_and(|r| r.expires_at_ms == now && r.epoch == l.epoch.0)
+                {
+                    *seen.entry("a fenced write at its lease's expiry instant".into()).or_default() += 1;
+                }
             }
             let kind = match model.apply(now, &call) {
                 Ok(Answer::Granted(l)) => {
@@ -1319,6 +1378,7 @@ fn generated_sequences_reach_every_kind_of_answer() {
     }
     let must = [
         "a lease call at the expiry instant",
+        "a fenced write at its lease's expiry instant",
         "granted",
         "entries",
         "meta",
@@ -1344,4 +1404,57 @@ fn generated_sequences_reach_every_kind_of_answer() {
     ];
     let missing: Vec<&str> = must.iter().copied().filter(|k| !seen.contains_key(*k)).collect();
     assert!(missing.is_empty(), "never reached: {missing:?}; reached: {seen:?}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Known divergences: the store against the contract, outside what the sequences generate.
+// Each asserts what the contract requires and fails on the store as it is; run them with
+// `cargo test -p sim --test store_vs_model -- --ignored`.
+
+/// A3 (read your writes): an append the store accepted is loadable. An entry whose `extra`
+/// repeats an envelope field (`kind` here) is accepted, stored with a duplicate key, and every
+/// later `load` of the run is `Corrupt`: one accepted call makes the run's journal unreadable.
+/// The contract leaves two correct answers: refuse it typed (nothing changed) or load it.
+#[test]
+#[ignore = "known store divergence: an accepted append can make its run unloadable"]
+fn known_divergence_an_accepted_append_with_a_shadowing_field_is_loadable() {
+    let s = Sqlite::open();
+    let mut e = JournalEntry::new(0, "k", "ok", Value::Null);
+    e.extra.insert("kind".into(), Value::from("other"));
+    let before = dump(&s.path);
+    match block_on(s.store.append("r", &e, None)) {
+        Err(StoreError::InvalidInput { .. }) => {
+            assert_eq!(dump(&s.path), before, "a refusal changed nothing")
+        }
+        Err(other) => panic!("untyped refusal {other:?}"),
+        Ok(()) => {
+            let loaded = block_on(s.store.load("r"));
+            assert!(loaded.as_ref().is_ok_and(|l| l.len() == 1), "accepted, then load gives {loaded:?}");
+        }
+    }
+}
+
+/// 1.2/1.3: a record `put_meta` accepted is returned by `get_meta` and `list_runs`. A record
+/// whose `extra` repeats `status` is accepted and then `Corrupt` on `get_meta` and on every
+/// unfiltered `list_runs`, so one write hides every other run's meta from the catalog.
+#[test]
+#[ignore = "known store divergence: an accepted put_meta can make the catalog unlistable"]
+fn known_divergence_an_accepted_meta_record_with_a_shadowing_field_is_listable() {
+    let s = Sqlite::open();
+    block_on(s.store.put_meta(&RunMeta::new("a", RunStatus::Running), None)).expect("a plain record");
+    let mut m = RunMeta::new("b", RunStatus::Running);
+    m.extra.insert("status".into(), Value::from("ok"));
+    let before = dump(&s.path);
+    match block_on(s.store.put_meta(&m, None)) {
+        Err(StoreError::InvalidInput { .. }) => {
+            assert_eq!(dump(&s.path), before, "a refusal changed nothing")
+        }
+        Err(other) => panic!("untyped refusal {other:?}"),
+        Ok(()) => {
+            let got = block_on(s.store.get_meta("b"));
+            assert!(matches!(got, Ok(Some(_))), "accepted, then get_meta gives {got:?}");
+            let all = block_on(s.store.list_runs(&RunFilter::default()));
+            assert!(all.as_ref().is_ok_and(|l| l.len() == 2), "accepted, then list_runs gives {all:?}");
+        }
+    }
 }
