@@ -346,7 +346,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => (0..=2 * TTL_MS).prop_map(Op::Advance),
         3 => (grant_pick(), -1..=1i64).prop_map(|(grant, delta)| Op::ToExpiry { grant, delta }),
-        1 => Just(Op::SwitchInstance),
+        3 => Just(Op::SwitchInstance),
         6 => (run_pick(), 0..OWNERS.len()).prop_map(|(run, owner)| Op::Acquire { run, owner }),
         3 => lease_pick().prop_map(|lease| Op::Renew { lease }),
         2 => lease_pick().prop_map(|lease| Op::Release { lease }),
@@ -839,8 +839,12 @@ fn final_state_agrees(
         finals.push(Call::BlobGet { blob_ref: blob_ref.clone() });
     }
     finals.push(Call::ListRuns { filter: RunFilter::default() });
-    for call in &finals {
-        check(subject, model, call, &mut log.clone())?;
+    // Through each connection in turn (a store instance must not answer from a stale view).
+    for _ in 0..2 {
+        for call in &finals {
+            check(subject, model, call, &mut log.clone())?;
+        }
+        subject.switch_instance();
     }
     subject
         .stored_state_agrees(model)
