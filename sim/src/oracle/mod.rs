@@ -21,6 +21,7 @@ pub mod goals;
 pub mod lost_lease;
 pub mod model;
 pub mod properties;
+pub mod reference;
 pub mod repair;
 pub mod settle_entry;
 pub mod states;
