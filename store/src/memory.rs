@@ -17,7 +17,7 @@ use crate::error::{LeaseRefusal, Result, StoreError};
 use crate::spi::{JournalStore, LeasableStore, MetaLookup, TranscriptStore};
 use crate::sqlite::validate_ttl_ms;
 use crate::types::{
-    run_of_ref, validate_ref, validate_run_id, Epoch, JournalEntry, Lease, RunFilter, RunMeta,
+    run_of_ref, validate_owner, validate_ref, validate_run_id, Epoch, JournalEntry, Lease, RunFilter, RunMeta,
 };
 
 #[derive(Default)]
@@ -93,7 +93,7 @@ impl JournalStore for InMemoryStore {
     }
 
     async fn put_meta(&self, meta: &RunMeta, _lease: Option<&Lease>) -> Result<()> {
-        validate_run_id(&meta.run_id)?;
+        meta.validate()?;
         self.state.borrow_mut().meta.insert(meta.run_id.clone(), meta.to_json());
         Ok(())
     }
@@ -130,6 +130,7 @@ impl MetaLookup for InMemoryStore {
 impl LeasableStore for InMemoryStore {
     async fn acquire(&self, run_id: &str, owner: &str) -> Result<Lease> {
         validate_run_id(run_id)?;
+        validate_owner(owner)?;
         let now = self.env.now_ms();
         let mut st = self.state.borrow_mut();
         if st.leases.get(run_id).is_some_and(|(_, _, exp)| *exp > now) {

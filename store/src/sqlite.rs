@@ -44,7 +44,7 @@ use crate::profile::{BootRetry, FenceTxn, Profile};
 use crate::spi::{JournalStore, LeasableStore, MetaLookup, TranscriptStore};
 use crate::sync::FifoLock;
 use crate::types::{
-    run_of_ref, validate_ref, validate_run_id, Epoch, JournalEntry, Lease, RunFilter, RunMeta,
+    run_of_ref, validate_owner, validate_ref, validate_run_id, Epoch, JournalEntry, Lease, RunFilter, RunMeta,
 };
 
 /// rulvar's default lease ttl.
@@ -655,7 +655,7 @@ impl JournalStore for SqliteStore {
     }
 
     async fn put_meta(&self, meta: &RunMeta, lease: Option<&Lease>) -> Result<()> {
-        validate_run_id(&meta.run_id)?;
+        meta.validate()?;
         let i = &*self.inner;
         let fence = i.guard(i.profile.fence_meta, lease, &meta.run_id)?;
         let step = Step::new(UPSERT_META, vec![text(&meta.run_id), text(&meta.to_json())]);
@@ -754,12 +754,7 @@ impl MetaLookup for SqliteStore {
 impl LeasableStore for SqliteStore {
     async fn acquire(&self, run_id: &str, owner: &str) -> Result<Lease> {
         validate_run_id(run_id)?;
-        if owner.is_empty() {
-            return Err(StoreError::InvalidInput {
-                what: "lease owner",
-                reason: "owner must not be empty".into(),
-            });
-        }
+        validate_owner(owner)?;
         let i = &*self.inner;
         let during = "acquire";
         let _guard = i.inner_lock().await;

@@ -150,6 +150,34 @@ impl RunMeta {
         serde_json::to_string(self).unwrap_or_else(unreachable_json)
     }
 
+    /// The JSON names of the named fields: `extra` may not carry any of them (the stored
+    /// record would hold the name twice and no longer decode).
+    pub const NAMED: [&'static str; 10] = [
+        "runId",
+        "status",
+        "updatedAt",
+        "segments",
+        "genesis",
+        "name",
+        "tags",
+        "workflowName",
+        "workflowHash",
+        "workflowSourceRef",
+    ];
+
+    /// Refuse a record that could not be read back: a bad run id, or an `extra` field that
+    /// repeats a named one (`InvalidInput`, nothing written).
+    pub fn validate(&self) -> Result<()> {
+        validate_run_id(&self.run_id)?;
+        if let Some(name) = RunMeta::NAMED.iter().find(|n| self.extra.contains_key(**n)) {
+            return Err(StoreError::InvalidInput {
+                what: "run meta",
+                reason: format!("extra field {name:?} repeats a named field"),
+            });
+        }
+        Ok(())
+    }
+
     /// Decode a stored or user-supplied record.
     pub fn from_json(text: &str) -> Result<RunMeta> {
         let meta: RunMeta = serde_json::from_str(text)
@@ -210,11 +238,22 @@ impl JournalEntry {
             .map_err(|e| StoreError::InvalidInput { what: "journal entry", reason: e.to_string() })
     }
 
+    /// The JSON names of the envelope fields: `extra` may not carry any of them.
+    pub const ENVELOPE: [&'static str; 6] = ["seq", "kind", "status", "key", "ref", "value"];
+
+    /// Refuse an entry that could not be read back: a seq over [`SEQ_MAX`], or an `extra`
+    /// field that repeats an envelope one (`InvalidInput`, nothing written).
     pub(crate) fn validate(&self) -> Result<()> {
         if self.seq.0 > SEQ_MAX {
             return Err(StoreError::InvalidInput {
                 what: "journal entry seq",
                 reason: format!("seq {} exceeds {SEQ_MAX}", self.seq.0),
+            });
+        }
+        if let Some(name) = JournalEntry::ENVELOPE.iter().find(|n| self.extra.contains_key(**n)) {
+            return Err(StoreError::InvalidInput {
+                what: "journal entry",
+                reason: format!("extra field {name:?} repeats an envelope field"),
             });
         }
         Ok(())
@@ -412,6 +451,17 @@ fn safe_segment(segment: &str) -> bool {
 }
 
 /// A run id must be one safe path segment: `[A-Za-z0-9._-]+`, not `.` or `..`.
+/// A lease owner must name someone: the empty owner is `InvalidInput`.
+pub fn validate_owner(owner: &str) -> Result<()> {
+    if owner.is_empty() {
+        return Err(StoreError::InvalidInput {
+            what: "lease owner",
+            reason: "owner must not be empty".into(),
+        });
+    }
+    Ok(())
+}
+
 pub fn validate_run_id(run_id: &str) -> Result<()> {
     if safe_segment(run_id) {
         Ok(())

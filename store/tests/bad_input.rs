@@ -138,6 +138,28 @@ fn empty_owner_is_refused_and_changes_nothing() {
     let before = dump(&f.path);
     assert_invalid(block_on(f.store.acquire("fresh", "")), "acquire with an empty owner");
     assert_eq!(dump(&f.path), before);
+    // The in-memory store refuses it the same way (it granted the empty owner a lease).
+    let env: std::rc::Rc<dyn store::Env> =
+        std::rc::Rc::new(store::ManualEnv::new(ManualClock::starting_at(1_000)));
+    let memory = InMemoryStore::new(env, 250).expect("a store");
+    assert_invalid(block_on(memory.acquire("fresh", "")), "acquire with an empty owner (memory)");
+    assert!(
+        block_on(memory.acquire("fresh", "w")).is_ok_and(|l| l.epoch == Epoch(1)),
+        "the refusal took no epoch"
+    );
+}
+
+#[test]
+fn a_field_that_repeats_a_named_one_is_refused_and_changes_nothing() {
+    let f = fixture();
+    let before = dump(&f.path);
+    let mut e = entry(1);
+    e.extra.insert("status".into(), serde_json::Value::from("ok"));
+    assert_invalid(block_on(f.store.append("run", &e, None)), "append whose extra repeats status");
+    let mut m = RunMeta::new("run", RunStatus::Running);
+    m.extra.insert("runId".into(), serde_json::Value::from("other"));
+    assert_invalid(block_on(f.store.put_meta(&m, None)), "put_meta whose extra repeats runId");
+    assert_eq!(dump(&f.path), before);
 }
 
 #[test]
