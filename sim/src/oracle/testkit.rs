@@ -61,7 +61,6 @@ pub fn judge(h: &History, check: fn(&Judged, &mut Vec<Witness>)) -> Vec<Witness>
     out
 }
 
-/// Histories for the engine-level properties.
 pub mod engine {
     //! The engine properties' histories: a builder whose every mutation applies 1 ms after
     //! the previous one, with engine facts (submissions, payments, tool turns), and the
