@@ -77,6 +77,9 @@ pub struct EngineScenario {
     /// --repair`) beside its worker. Off in the targeted variants, whose residue (a stranded
     /// run) is the finding they exist to leave behind.
     pub repairs: bool,
+    /// Whether hosts now and then delete a run of theirs they saw terminal (`deleteRun`
+    /// under a brief lease) instead of retrying it.
+    pub host_deletes: bool,
     /// Whether workers stop gracefully now and then (rulvar's `stop()`: the drive in
     /// progress settles `cancelled` under the worker's live lease) and a fresh worker takes
     /// over the loop, as a restarted worker process would.
@@ -92,22 +95,38 @@ const PAYING_F2: u32 = 150;
 
 pub static QUEUE: EngineScenario = EngineScenario {
     name: "queue",
-    describe: "queue workers, hosts and operators over many runs (both workflow kinds, suspensions, retention, retries, pruning) with swarm faults, then a heal",
+    describe: "queue workers, hosts and operators over many runs (both workflow kinds, suspensions, retention, retries, host deletes, pruning, audit repair, worker stops) with swarm faults, then a heal",
     nodes: (2, 4),
     runs: (3, 7),
     workflows: &["happy", "limit", "approval", "pipeline", "two-approvals"],
     tmp_per_mille: 300,
     retry_per_mille: 150,
     focus: Focus::Everywhere,
-    key_points: &[],
+    // The engine entry points whose points fire in a few hundred seeds (README, "Engine
+    // entry points under faults", lists every entry point with its 10,000-seed figures).
+    key_points: &[
+        FaultPoint::EngineBootBeforeMeta,
+        FaultPoint::EngineDispatchAfterProvider,
+        FaultPoint::EngineCheckpointBeforePut,
+        FaultPoint::EngineSettleBeforeRunSettle,
+        FaultPoint::EngineSettleAfterRunSettle,
+        FaultPoint::EngineSettleAfterMeta,
+        FaultPoint::EngineRenewBeforeRenew,
+        FaultPoint::EngineResolveAfterAcquire,
+        FaultPoint::EnginePruneBeforeDelete,
+        FaultPoint::WorkerSweepAfterAcquire,
+        FaultPoint::WorkerRetentionAfterAcquire,
+    ],
     labels: true,
     repairs: true,
+    host_deletes: true,
     stops: true,
     coverage: &[
         required("busy_met", 200),
         required("crash_after_commit", 30),
         required("restarted_process_wrote", 100),
         required("run_resumed_by_a_later_segment", 900),
+        required("run_settled_cancelled", 130),
         required("superseded_write_refused", 150),
         required("suspension_resolved", 700),
         required("takeover_of_a_silent_holder", 300),
@@ -128,6 +147,7 @@ pub static F1_STALE_SETTLE: EngineScenario = EngineScenario {
     key_points: &[FaultPoint::WorkerDriveBeforeRenew],
     labels: false,
     repairs: false,
+    host_deletes: false,
     stops: false,
     coverage: &[
         required("restarted_process_wrote", 40),
@@ -151,6 +171,7 @@ pub static F2_STALE_CHECKPOINT: EngineScenario = EngineScenario {
     key_points: &[FaultPoint::WorkerDriveBeforeRenew],
     labels: false,
     repairs: false,
+    host_deletes: false,
     stops: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 150),
@@ -173,6 +194,7 @@ pub static F4_STALE_RETENTION: EngineScenario = EngineScenario {
     key_points: &[FaultPoint::WorkerRetentionAfterAcquire],
     labels: false,
     repairs: false,
+    host_deletes: false,
     stops: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 60),
@@ -203,6 +225,7 @@ pub struct QueueShared {
     pub labels: bool,
     pub repairs: bool,
     pub stops: bool,
+    pub host_deletes: bool,
     /// Host operations (a submission's `run`, a retry's `resume`) in flight, per process
     /// incarnation: the heal is not over while one may still write (a host stalled across
     /// the heal can create its run after every other run settled).
@@ -375,6 +398,7 @@ impl Scenario for EngineScenario {
             labels: self.labels,
             repairs: self.repairs,
             stops: self.stops,
+            host_deletes: self.host_deletes,
             pending: RefCell::new(BTreeMap::new()),
         })
     }
@@ -524,6 +548,7 @@ async fn node_body(node: NodeCtx) {
             let mut r = rng(sh.seed, "host-retry", u64::from(index) << 32 | u64::from(incarnation));
             // A stream of its own, so labels leave the retry draws as they were.
             let mut lr = rng(sh.seed, "host-list", u64::from(index) << 32 | u64::from(incarnation));
+            let mut dr = rng(sh.seed, "host-delete", u64::from(index) << 32 | u64::from(incarnation));
             let mine: Vec<RunSpec> = sh
                 .runs
                 .iter()
@@ -560,6 +585,17 @@ async fn node_body(node: NodeCtx) {
                     }
                 }
                 if sh.heal.get() {
+                    continue;
+                }
+                if sh.host_deletes && dr.chance(HOST_DELETE_PER_MILLE) {
+                    // The user deletes the finished run instead (it may be retried later,
+                    // which recreates it).
+                    sh.host_op(index, incarnation, 1);
+                    let alive = host_delete(&engine, &sink, &spec.run_id).await;
+                    sh.host_op(index, incarnation, -1);
+                    if !alive {
+                        return;
+                    }
                     continue;
                 }
                 sink.fact(FactKind::Resumed { run_id: spec.run_id.clone() });
@@ -757,6 +793,39 @@ async fn prune_one(engine: &SimEngine, sink: &FactSink, r: &mut impl Draw) -> bo
         sink.fact(FactKind::Failed { run_id: run_id.clone(), what: "prune".into(), error: e.to_string() });
     }
     !matches!(engine.journal().release(&lease).await, Err(StoreError::Crashed { .. }))
+}
+
+/// Of the host's terminal-run ticks, the share that deletes the run instead of retrying it,
+/// per mille.
+const HOST_DELETE_PER_MILLE: u32 = 500;
+
+/// A host's `deleteRun` of one of its runs it saw terminal: under a brief lease of its own
+/// (a held run is left alone), re-read the meta and delete only a run still terminal, with
+/// its blobs (the engine's cascade, the lease passed). `false`: the process died.
+async fn host_delete(engine: &SimEngine, sink: &FactSink, run_id: &str) -> bool {
+    let journal = engine.journal();
+    let lease = match journal.acquire(run_id, engine.owner()).await {
+        Ok(l) => l,
+        Err(StoreError::Crashed { .. }) => return false,
+        Err(_) => return true,
+    };
+    match journal.get_meta(run_id).await {
+        Ok(Some(m)) if m.status.is_terminal() => {}
+        Err(StoreError::Crashed { .. }) => return false,
+        _ => return !matches!(journal.release(&lease).await, Err(StoreError::Crashed { .. })),
+    }
+    match engine.delete_run(run_id, Some(&lease)).await {
+        Ok(()) => true,
+        Err(e) if e.is_crash() => false,
+        Err(e) => {
+            sink.fact(FactKind::Failed {
+                run_id: run_id.to_string(),
+                what: "delete".into(),
+                error: e.to_string(),
+            });
+            !matches!(journal.release(&lease).await, Err(StoreError::Crashed { .. }))
+        }
+    }
 }
 
 /// Answer every open suspension of every suspended run, offline. `false`: the process died.

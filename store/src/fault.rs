@@ -183,6 +183,11 @@ fault_points! {
     WorkerRetentionAfterBlobs => "worker.retention.after_blobs", Engine;
     /// Worker drive: a renew tick of the worker's lease is due; `renew` is not called yet.
     WorkerDriveBeforeRenew => "worker.drive.before_renew", Engine;
+    /// `prune_run`: the journal is loaded and the candidates chosen; no checkpoint deleted.
+    EnginePruneBeforeDelete => "engine.prune.before_delete", Engine;
+    /// A cancel stopped the segment's body; the cut dispatch's `cancelled` terminal and the
+    /// settle are not written yet.
+    EngineCancelBeforeDrain => "engine.cancel.before_drain", Engine;
 }
 
 impl FaultPoint {

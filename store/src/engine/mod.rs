@@ -354,6 +354,7 @@ where
                 }
             }
         }
+        fault_at(&self.env, FaultPoint::EnginePruneBeforeDelete, run_id, lease).await?;
         let mut deleted = 0;
         for (ck, owner_seq) in candidates {
             let mentioned = entries.iter().any(|e| {

@@ -330,6 +330,9 @@ where
             Some(Err(_)) => (RunStatus::Error, None),
         };
 
+        if status == RunStatus::Cancelled {
+            fault_at(&self.env, FaultPoint::EngineCancelBeforeDrain, run_id, Some(&seg.lease)).await?;
+        }
         // Draining: a dispatch cut off by the cancel journals a `cancelled` terminal. (A
         // dispatch that failed on its own is not live: its running entry stays dangling.)
         let cut = seg.inflight.borrow_mut().take().filter(|_| status == RunStatus::Cancelled);
