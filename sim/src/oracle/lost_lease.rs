@@ -5,7 +5,12 @@
 //!
 //! What stays exempt is the lease's inherent at-least-once window: work a superseded holder
 //! did after another grant of its run took effect but before anything told it so. Its size
-//! is reported per run ([`windows`]), never judged.
+//! is reported per run ([`windows`]) and bounded: the engine puts a fenced write between any
+//! two paid turns of a segment (a checkpoint after a tool turn, a terminal after the last
+//! turn, a running entry before each dispatch), so a superseded holder that is still working
+//! learns of its loss within one turn: at most one provider payment and one tool after the
+//! other grant took effect. A holder that ignores a refusal, or writes without its lease,
+//! keeps paying past that.
 //!
 //! A segment is identified by its run, the owner identity and process incarnation that
 //! acted, and the epoch of that identity's latest grant of the run before the fact (facts
@@ -20,13 +25,33 @@ use super::{Expectation, Property, Witness};
 use crate::history::{describe_call, Call, Fact, FactKind, OpKind, Outcome};
 
 /// The lost-lease properties.
-pub const ALL: &[Property] = &[Property {
-    name: "no_work_after_lease_lost",
-    expectation: Expectation::Always,
-    claim: "After a segment's renew or fenced write is refused with lease_held, that segment makes no further provider payment and runs no further tool.",
-    not_checked: "Work a superseded holder did before any refusal told it (the at-least-once window, reported per run); work in the same virtual instant as the refusal.",
-    check: no_work_after_lease_lost,
-}];
+pub const ALL: &[Property] = &[
+    Property {
+        name: "no_work_after_lease_lost",
+        expectation: Expectation::Always,
+        claim: "After a segment's renew or fenced write is refused with lease_held, that segment makes no further provider payment and runs no further tool.",
+        not_checked: "Work a superseded holder did before any refusal told it (the at-least-once window, reported per run and bounded by the next property); work in the same virtual instant as the refusal.",
+        check: no_work_after_lease_lost,
+    },
+    Property {
+        name: "superseded_holder_stops_within_a_turn",
+        expectation: Expectation::Always,
+        claim: "After another grant of its run takes effect, a segment pays for at most one more provider turn and runs at most one more tool before it stops or is told (the at-least-once window is one turn: a fenced write stands between any two).",
+        not_checked: "A holder whose lease expired with nobody taking over (it is not superseded); when the window's work happened, only how much of it there was.",
+        check: superseded_holder_stops_within_a_turn,
+    },
+];
+
+fn superseded_holder_stops_within_a_turn(j: &Judged, out: &mut Vec<Witness>) {
+    for w in windows(j) {
+        if w.paid > 1 || w.tools > 1 {
+            out.push(Witness::new(format!(
+                "{}: more than one turn's work after another grant took effect",
+                w.describe()
+            )));
+        }
+    }
+}
 
 /// One grant, in apply order.
 struct GrantAt {
