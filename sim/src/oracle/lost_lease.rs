@@ -330,4 +330,24 @@ mod tests {
         let (v, _) = judge(&h);
         assert!(v.is_empty(), "{v:?}");
     }
+
+    #[test]
+    fn a_second_turn_paid_after_the_takeover_is_caught_and_one_is_the_window() {
+        let judge_window = |h: &History| {
+            let fin = FinalState::default();
+            let j = Judged::build(h, &fin, Expect::default());
+            let mut out = Vec::new();
+            superseded_holder_stops_within_a_turn(&j, &mut out);
+            out
+        };
+        // One turn paid between the takeover (t=10) and the refusal (t=20): the window.
+        let mut h = takeover();
+        h.facts.push(paid("a", 0, 12, 2, 1));
+        assert!(judge_window(&h).is_empty());
+        // A second turn in the same window: the holder did not stop within a turn.
+        h.facts.push(paid("a", 0, 16, 2, 2));
+        let v = judge_window(&h);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("paid 2 turn(s)"), "{}", v[0].witness);
+    }
 }
