@@ -19,7 +19,7 @@
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -230,6 +230,10 @@ pub struct QueueShared {
     /// incarnation: the heal is not over while one may still write (a host stalled across
     /// the heal can create its run after every other run settled).
     pub pending: RefCell<BTreeMap<(u32, u32), u32>>,
+    /// Runs whose submission (`engine.run`) is still in flight, per process incarnation: the
+    /// host retries or deletes only runs whose own handle has resolved (a user does not act
+    /// on a run whose first segment is still running in their process).
+    pub submitting: RefCell<BTreeSet<(u32, u32, String)>>,
 }
 
 impl QueueShared {
@@ -400,6 +404,7 @@ impl Scenario for EngineScenario {
             stops: self.stops,
             host_deletes: self.host_deletes,
             pending: RefCell::new(BTreeMap::new()),
+            submitting: RefCell::new(BTreeSet::new()),
         })
     }
 
@@ -530,11 +535,13 @@ async fn node_body(node: NodeCtx) {
             let actor = sink.owner.clone();
             let (index, incarnation) = (node.index, node.incarnation);
             sh.host_op(index, incarnation, 1);
+            sh.submitting.borrow_mut().insert((index, incarnation, spec.run_id.clone()));
             madsim::task::spawn_local(under_actor(&actor, async move {
                 madsim::time::sleep(Duration::from_millis(spec.start_ms)).await;
                 sink.submitted(&spec.run_id, &spec.workflow);
                 let r = engine.run_with(&spec.run_id, &spec.workflow, &spec.options).await;
                 sh.host_op(index, incarnation, -1);
+                sh.submitting.borrow_mut().remove(&(index, incarnation, spec.run_id.clone()));
                 sink.settled(&spec.run_id, "run", &r);
             }));
         }
@@ -585,6 +592,13 @@ async fn node_body(node: NodeCtx) {
                     }
                 }
                 if sh.heal.get() {
+                    continue;
+                }
+                if sh.host_deletes
+                    && sh.submitting.borrow().contains(&(index, incarnation, spec.run_id.clone()))
+                {
+                    // Its first segment is still running here (the meta went terminal under
+                    // a worker that took the run over): the host acts once its handle resolves.
                     continue;
                 }
                 if sh.host_deletes && dr.chance(HOST_DELETE_PER_MILLE) {
