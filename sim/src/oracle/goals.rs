@@ -123,16 +123,16 @@ fn restarted_process_wrote(j: &Judged) -> bool {
     j.applied.iter().any(|c| c.incarnation > 0)
 }
 
+/// The meta records of the applied meta writes, in apply order (undecodable ones skipped).
+fn applied_metas<'h>(j: &'h Judged) -> impl Iterator<Item = MetaView> + 'h {
+    j.applied
+        .iter()
+        .filter(|c| c.op == OpKind::PutMeta)
+        .filter_map(|c| c.args.payload.as_deref().and_then(MetaView::parse))
+}
+
 fn run_resumed_by_a_later_segment(j: &Judged) -> bool {
-    j.applied.iter().any(|c| {
-        c.op == OpKind::PutMeta
-            && c.args
-                .payload
-                .as_deref()
-                .and_then(MetaView::parse)
-                .and_then(|m| m.segments)
-                .is_some_and(|s| s >= 2)
-    })
+    applied_metas(j).any(|m| m.segments.is_some_and(|s| s >= 2))
 }
 
 fn turn_paid_again_in_a_window(j: &Judged) -> bool {
@@ -172,12 +172,5 @@ fn paying_holder_told_superseded(j: &Judged) -> bool {
 }
 
 fn run_settled_cancelled(j: &Judged) -> bool {
-    j.applied.iter().any(|c| {
-        c.op == OpKind::PutMeta
-            && c.args
-                .payload
-                .as_deref()
-                .and_then(MetaView::parse)
-                .is_some_and(|m| m.status == Status::Cancelled)
-    })
+    applied_metas(j).any(|m| m.status == Status::Cancelled)
 }

@@ -680,9 +680,10 @@ fn grant_lasts_the_ttl(j: &Judged, out: &mut Vec<Witness>) {
 mod tests {
     //! The read, ttl, journal, meta and cross-run properties shown able to fail on minimal
     //! histories.
+    use crate::oracle::testkit::meta_record;
 
     use serde_json::{json, Map};
-    use store::{Epoch, JournalEntry, Lease, RunFilter, RunMeta, RunStatus, Seq};
+    use store::{Epoch, JournalEntry, Lease, RunFilter, RunStatus, Seq};
 
     use super::*;
     use crate::history::FinalState;
@@ -712,23 +713,6 @@ mod tests {
             key: String::new(),
             ref_seq: None,
             value,
-            extra: Map::new(),
-        }
-    }
-
-    /// A meta record with a run id and a status only.
-    fn meta_of(run: &str, status: RunStatus) -> RunMeta {
-        RunMeta {
-            run_id: run.into(),
-            status,
-            updated_at: None,
-            segments: None,
-            genesis: None,
-            name: None,
-            tags: None,
-            workflow_name: None,
-            workflow_hash: None,
-            workflow_source_ref: None,
             extra: Map::new(),
         }
     }
@@ -778,7 +762,7 @@ mod tests {
 
     #[test]
     fn a_list_that_drops_a_match_or_breaks_a_strict_filter_is_caught() {
-        let running = meta_of("r", RunStatus::Running);
+        let running = meta_record("r", RunStatus::Running);
         let mut h = History::default();
         let args = Args { payload: Some(text(&running)), ..Args::default() };
         h.calls.push(call(0, OpKind::PutMeta, args, Some(0), 1));

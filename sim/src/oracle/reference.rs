@@ -400,6 +400,7 @@ impl Reference {
 mod tests {
     //! The model against the contract's own checks, hand-written: each asserts a rule the
     //! model must encode, so a wrong model fails here before it misjudges a store.
+    use crate::oracle::testkit::meta_record;
 
     use serde_json::json;
     use store::{RunStatus, Seq};
@@ -414,22 +415,6 @@ mod tests {
             key: String::new(),
             ref_seq: None,
             value: json!(seq),
-            extra: serde_json::Map::new(),
-        }
-    }
-
-    fn meta(run_id: &str, status: RunStatus) -> RunMeta {
-        RunMeta {
-            run_id: run_id.into(),
-            status,
-            updated_at: None,
-            segments: None,
-            genesis: None,
-            name: None,
-            tags: None,
-            workflow_name: None,
-            workflow_hash: None,
-            workflow_source_ref: None,
             extra: serde_json::Map::new(),
         }
     }
@@ -501,7 +486,10 @@ mod tests {
         let stale = Lease { run_id: "r".into(), owner: "a".into(), epoch: Epoch(7) };
         for (surfaces, expect_refused) in [(Surfaces::SQLITE_CURRENT, true), (Surfaces::IN_MEMORY, false)] {
             let mut m = Reference::new(100, surfaces);
-            let r = m.apply(0, &Call::PutMeta { meta: meta("r", RunStatus::Ok), lease: Some(stale.clone()) });
+            let r = m.apply(
+                0,
+                &Call::PutMeta { meta: meta_record("r", RunStatus::Ok), lease: Some(stale.clone()) },
+            );
             assert_eq!(r.is_err(), expect_refused, "{surfaces:?}");
             let r = m.apply(
                 0,
@@ -530,14 +518,17 @@ mod tests {
     fn a_statuses_filter_may_over_match_but_status_name_and_tags_may_not() {
         let mut m = Reference::new(100, Surfaces::SQLITE_CURRENT);
         for (run, status) in [("a", RunStatus::Running), ("b", RunStatus::Ok)] {
-            assert_eq!(m.apply(0, &Call::PutMeta { meta: meta(run, status), lease: None }), Ok(Answer::Done));
+            assert_eq!(
+                m.apply(0, &Call::PutMeta { meta: meta_record(run, status), lease: None }),
+                Ok(Answer::Done)
+            );
         }
         let statuses = RunFilter { statuses: Some(vec![RunStatus::Running]), ..RunFilter::default() };
         assert_eq!(
             m.apply(0, &Call::ListRuns { filter: statuses.clone() }),
-            Ok(Answer::Runs(vec![meta("a", RunStatus::Running)]))
+            Ok(Answer::Runs(vec![meta_record("a", RunStatus::Running)]))
         );
-        assert_eq!(m.runs_a_store_may_add(&statuses), vec![meta("b", RunStatus::Ok)]);
+        assert_eq!(m.runs_a_store_may_add(&statuses), vec![meta_record("b", RunStatus::Ok)]);
         let status = RunFilter { status: Some(RunStatus::Running), ..RunFilter::default() };
         assert!(m.runs_a_store_may_add(&status).is_empty());
     }

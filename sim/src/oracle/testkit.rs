@@ -47,6 +47,24 @@ pub fn with_payload(mut c: Call, payload: serde_json::Value) -> Call {
     c
 }
 
+/// A minimal meta record (run id and status), spelled out field by field: the oracle may not
+/// call `RunMeta::new`, a function of the system under test.
+pub fn meta_record(run_id: &str, status: store::RunStatus) -> store::RunMeta {
+    store::RunMeta {
+        run_id: run_id.into(),
+        status,
+        updated_at: None,
+        segments: None,
+        genesis: None,
+        name: None,
+        tags: None,
+        workflow_name: None,
+        workflow_hash: None,
+        workflow_source_ref: None,
+        extra: serde_json::Map::new(),
+    }
+}
+
 /// A history of these calls, every one applied.
 pub fn history(calls: Vec<Call>) -> History {
     History { applied_count: calls.len(), calls, ..History::default() }
