@@ -159,14 +159,6 @@ fn fresh_db_path(seed: u64) -> PathBuf {
     dir.join(format!("fencesim-{}-{n}-{seed}.db", std::process::id()))
 }
 
-fn remove_db(path: &Path) {
-    for suffix in ["", "-wal", "-shm", "-journal"] {
-        let mut p = path.as_os_str().to_owned();
-        p.push(suffix);
-        let _ = std::fs::remove_file(PathBuf::from(p));
-    }
-}
-
 /// What one run produced.
 pub struct RunOutput {
     pub history: History,
@@ -208,7 +200,9 @@ pub fn run(
     let table = plan.table()?;
     let lazy = plan.recipe.clone().map(|r| crate::plan::LazyDecisions::new(&plan, r));
     let db_path = fresh_db_path(plan.seed);
-    remove_db(&db_path);
+    // Removed when the run ends, or by the Ctrl-C / SIGTERM handler if it does not.
+    let db_guard = crate::interrupt::track_db(&db_path)?;
+    crate::interrupt::remove_db_files(&db_path);
     let (tx, rx) = mpsc::unbounded();
     let (exhausted_tx, exhausted_rx) = futures::channel::oneshot::channel();
     let nodes = plan.knobs.nodes;
@@ -243,7 +237,7 @@ pub fn run(
     CURRENT_WORLD.with(|w| *w.borrow_mut() = None);
     drop(rt);
     world.observer.borrow_mut().take();
-    remove_db(&db_path);
+    drop(db_guard);
     // A foreign store's child fault is a harness error, whatever the run produced.
     if let Some(fault) = crate::foreign::take_fault() {
         return Err(format!("harness error: {fault}"));
