@@ -282,7 +282,8 @@ fn ctrl_c_and_sigterm_kill_every_store_process_and_remove_every_database_file() 
             std::thread::sleep(Duration::from_millis(20));
         }
         assert!(seen, "SIG{signal}: fencesim {pid} never had a store process and a database file");
-        let sent = Command::new("kill").args([format!("-{signal}"), pid.to_string()]).status().unwrap();
+        // The shell's own `kill` builtin: no procps needed.
+        let sent = Command::new("sh").arg("-c").arg(format!("kill -{signal} {pid}")).status().unwrap();
         assert!(sent.success(), "kill -{signal} {pid}");
         let mut status = None;
         for _ in 0..1500 {
@@ -316,7 +317,7 @@ fn ctrl_c_and_sigterm_kill_every_store_process_and_remove_every_database_file() 
 }
 
 #[test]
-fn the_reports_name_the_foreign_store_once_and_merge_refuses_another_store() {
+fn the_reports_of_run_sweep_merge_and_explore_name_the_foreign_store_once() {
     if !python() {
         return;
     }
@@ -355,6 +356,28 @@ fn the_reports_name_the_foreign_store_once_and_merge_refuses_another_store() {
     let (code, text, _) = fencesim(&["merge", &py, &py]);
     assert!(matches!(code, Some(0 | 3)), "{text}");
     assert_eq!(text.matches("store: python-sqlite-reference 0.1.0").count(), 1, "{text}");
+
+    let ex_json = dir.path().join("explore.json").display().to_string();
+    let out_dir = dir.path().display().to_string();
+    let (code, text, _) = fencesim(&[
+        "explore",
+        "--scenario",
+        "tombstone",
+        "--runs",
+        "3",
+        "--jobs",
+        "1",
+        "--out-dir",
+        &out_dir,
+        "--json",
+        &ex_json,
+        "--store",
+        &cmd,
+    ]);
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(text.matches("store: python-sqlite-reference 0.1.0").count(), 1, "{text}");
+    let explored: serde_json::Value = serde_json::from_slice(&std::fs::read(&ex_json).unwrap()).unwrap();
+    assert_eq!(explored["store"]["version"], "0.1.0");
 
     let (code, text, _) =
         fencesim(&["run", "--scenario", "tombstone", "--seed", "1", "--json", "--store", &cmd]);

@@ -32,7 +32,7 @@ struct Cli {
     command: Command,
     /// Drive a foreign store: the command that starts one store process (speaking the
     /// protocol of docs/foreign-stores.md), e.g. "python3 foreign/python/sqlite_store.py".
-    /// For run, sweep, shrink, findings (store scenarios only) and conformance.
+    /// For run, sweep, shrink, findings, explore (store scenarios only) and conformance.
     #[arg(long, global = true)]
     store: Option<String>,
     /// The wall-clock guard on each reply of a foreign store process, in ms.
@@ -273,9 +273,10 @@ fn command(catalog: &[&'static dyn Scenario]) -> i32 {
                 | Command::Shrink { .. }
                 | Command::Findings { .. }
                 | Command::Conformance { .. }
+                | Command::Explore(_)
         )
     {
-        return usage("--store works with run, sweep, shrink, findings and conformance".into());
+        return usage("--store works with run, sweep, shrink, findings, explore and conformance".into());
     }
     crate::foreign::set_global(foreign.clone());
     // Ctrl-C / SIGTERM kill every child and remove every run's database before exiting.
@@ -687,6 +688,9 @@ fn shrink_command(catalog: &[&'static dyn Scenario], a: ShrinkArgs) -> i32 {
         shrunk.runs,
         if shrunk.budget_exhausted { " (budget exhausted: not 1-minimal)" } else { "" }
     );
+    if let Some(store) = crate::foreign::active_name() {
+        println!("store: {}", store.describe());
+    }
     println!("before: {} decisions, {} nodes, size {}", o.decisions.len(), o.knobs.nodes, o.knobs.size);
     for d in &o.decisions {
         println!("  {}", decision_line(d));
