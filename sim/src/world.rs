@@ -4,7 +4,8 @@
 //! run ends, and the final state read back for the oracle.
 //!
 //! Durability model of the simulation: the database file lives on /dev/shm when present,
-//! else in the temp dir, unique per run and removed afterwards. Connections run with
+//! else in the temp dir, unique per run and removed afterwards (or, after Ctrl-C or SIGTERM,
+//! by `crate::interrupt`, where each run registers it before creating it). Connections run with
 //! `synchronous=OFF`: the simulator models PROCESS crashes (a killed node's futures are
 //! dropped, its open transaction rolls back, everything it committed stays), never power
 //! loss, torn pages or lost fsyncs. A crash therefore lands only at an `.await` (a fault
