@@ -154,10 +154,22 @@ impl ChildProc {
 
     /// As [`ChildProc::spawn`], with stdout piped or `/dev/null`.
     pub fn spawn_with(
+        cmd: Command,
+        piped_stdin: bool,
+        piped_stdout: bool,
+        stderr: Stderr,
+    ) -> std::io::Result<ChildProc> {
+        ChildProc::spawn_inner(cmd, piped_stdin, piped_stdout, stderr, false)
+    }
+
+    /// Spawn and register; `group`: the command was made to lead its own process group, so
+    /// every kill (the signal handler's too) signals the group.
+    fn spawn_inner(
         mut cmd: Command,
         piped_stdin: bool,
         piped_stdout: bool,
         stderr: Stderr,
+        group: bool,
     ) -> std::io::Result<ChildProc> {
         cmd.stdout(if piped_stdout { Stdio::piped() } else { Stdio::null() });
         cmd.stdin(if piped_stdin { Stdio::piped() } else { Stdio::null() });
@@ -192,7 +204,7 @@ impl ChildProc {
             if reg.refused {
                 // The handler ran while this child started: it dies here, not orphaned.
                 drop(reg);
-                let _ = child.kill();
+                signal_kill(child.id(), group);
                 let _ = child.wait();
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::Interrupted,
@@ -201,7 +213,7 @@ impl ChildProc {
             }
             reg.next += 1;
             let token = reg.next;
-            reg.live.insert(token, (child.id(), false));
+            reg.live.insert(token, (child.id(), group));
             token
         };
         Ok(ChildProc {
@@ -212,7 +224,7 @@ impl ChildProc {
             stderr_file,
             buf: Vec::new(),
             reaped: None,
-            group: false,
+            group,
             token,
         })
     }
@@ -222,12 +234,7 @@ impl ChildProc {
     pub fn spawn_group(mut cmd: Command) -> std::io::Result<ChildProc> {
         use std::os::unix::process::CommandExt;
         cmd.process_group(0);
-        let mut c = ChildProc::spawn_with(cmd, true, true, Stderr::Capture)?;
-        c.group = true;
-        if let Some(entry) = registry().live.get_mut(&c.token) {
-            entry.1 = true;
-        }
-        Ok(c)
+        ChildProc::spawn_inner(cmd, true, true, Stderr::Capture, true)
     }
 
     /// The child's pid.
