@@ -21,6 +21,15 @@
 //!   file unlinked as soon as it is opened (nothing is left even if this process is killed);
 //!   [`ChildProc::stderr_tail`] reads what it holds.
 //!
+//! - Every live child is in one process-wide registry from spawn until it is reaped;
+//!   [`kill_all_live`] (the Ctrl-C / SIGTERM handler, `crate::interrupt`) SIGKILLs and
+//!   reaps every one of them, whichever thread owns it. A kill signal is sent only by
+//!   whoever takes the child out of the registry, so a child reaped by the handler is
+//!   never signalled again by its owner. (One narrow window remains: a child that exits on
+//!   its own is reaped by its owner's `wait` just before it leaves the registry, and the
+//!   handler may signal that pid in between; the process exits right after.) Once
+//!   [`refuse_spawns`] was called (the process is exiting), spawning fails.
+//!
 //! Nothing here runs a madsim runtime or reads the virtual clock.
 
 use std::io::{Read, Write};
@@ -66,6 +75,60 @@ impl std::fmt::Display for ReadError {
 
 static STDERR_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// The live children: token -> (pid, leads its own process group); `refused` once the
+/// process is exiting on a signal.
+struct Registry {
+    live: std::collections::BTreeMap<u64, (u32, bool)>,
+    refused: bool,
+    next: u64,
+}
+
+static REGISTRY: std::sync::Mutex<Registry> =
+    std::sync::Mutex::new(Registry { live: std::collections::BTreeMap::new(), refused: false, next: 0 });
+
+fn registry() -> std::sync::MutexGuard<'static, Registry> {
+    REGISTRY.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn signal_kill(pid: u32, group: bool) {
+    let Some(pid) = rustix::process::Pid::from_raw(pid as i32) else { return };
+    if group {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+}
+
+/// From now on every spawn fails (the process is exiting on a signal).
+pub fn refuse_spawns() {
+    registry().refused = true;
+}
+
+/// How many children are alive (spawned and not yet reaped).
+pub fn live_count() -> usize {
+    registry().live.len()
+}
+
+/// SIGKILL every live child (its whole process group when it leads one) and reap it;
+/// returns how many there were. Their owners' later `kill`/`wait` find them gone and do
+/// nothing harmful (a wait answers ECHILD).
+pub fn kill_all_live() -> usize {
+    let taken: Vec<(u32, bool)> = {
+        let mut reg = registry();
+        let taken = std::mem::take(&mut reg.live).into_values().collect();
+        for &(pid, group) in &taken {
+            signal_kill(pid, group);
+        }
+        taken
+    };
+    for &(pid, _) in &taken {
+        if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+            // Its owner may have reaped it first (ECHILD): either way it is gone.
+            let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
+        }
+    }
+    taken.len()
+}
+
 /// One child process with piped stdout (and optionally stdin).
 pub struct ChildProc {
     child: Child,
@@ -79,6 +142,8 @@ pub struct ChildProc {
     reaped: Option<ExitStatus>,
     /// The child leads its own process group; a kill signals the group.
     group: bool,
+    /// Its key in the registry of live children.
+    token: u64,
 }
 
 impl ChildProc {
@@ -89,10 +154,22 @@ impl ChildProc {
 
     /// As [`ChildProc::spawn`], with stdout piped or `/dev/null`.
     pub fn spawn_with(
+        cmd: Command,
+        piped_stdin: bool,
+        piped_stdout: bool,
+        stderr: Stderr,
+    ) -> std::io::Result<ChildProc> {
+        ChildProc::spawn_inner(cmd, piped_stdin, piped_stdout, stderr, false)
+    }
+
+    /// Spawn and register; `group`: the command was made to lead its own process group, so
+    /// every kill (the signal handler's too) signals the group.
+    fn spawn_inner(
         mut cmd: Command,
         piped_stdin: bool,
         piped_stdout: bool,
         stderr: Stderr,
+        group: bool,
     ) -> std::io::Result<ChildProc> {
         cmd.stdout(if piped_stdout { Stdio::piped() } else { Stdio::null() });
         cmd.stdin(if piped_stdin { Stdio::piped() } else { Stdio::null() });
@@ -115,7 +192,30 @@ impl ChildProc {
                 stderr_file = Some(file);
             }
         }
+        if registry().refused {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Interrupted,
+                "fencesim is exiting on a signal",
+            ));
+        }
         let mut child = cmd.spawn()?;
+        let token = {
+            let mut reg = registry();
+            if reg.refused {
+                // The handler ran while this child started: it dies here, not orphaned.
+                drop(reg);
+                signal_kill(child.id(), group);
+                let _ = child.wait();
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::Interrupted,
+                    "fencesim is exiting on a signal",
+                ));
+            }
+            reg.next += 1;
+            let token = reg.next;
+            reg.live.insert(token, (child.id(), group));
+            token
+        };
         Ok(ChildProc {
             stdin: child.stdin.take(),
             stdout: child.stdout.take(),
@@ -124,7 +224,8 @@ impl ChildProc {
             stderr_file,
             buf: Vec::new(),
             reaped: None,
-            group: false,
+            group,
+            token,
         })
     }
 
@@ -133,9 +234,7 @@ impl ChildProc {
     pub fn spawn_group(mut cmd: Command) -> std::io::Result<ChildProc> {
         use std::os::unix::process::CommandExt;
         cmd.process_group(0);
-        let mut c = ChildProc::spawn_with(cmd, true, true, Stderr::Capture)?;
-        c.group = true;
-        Ok(c)
+        ChildProc::spawn_inner(cmd, true, true, Stderr::Capture, true)
     }
 
     /// The child's pid.
@@ -218,12 +317,14 @@ impl ChildProc {
     /// SIGKILL the child and reap it; returns once it is dead. Idempotent.
     pub fn kill(&mut self) -> Option<ExitStatus> {
         if self.reaped.is_none() {
-            if self.group {
-                if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
-                    let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+            {
+                // Signalled only if still registered (not already killed and reaped by
+                // `kill_all_live`), under the registry's lock.
+                let mut reg = registry();
+                if reg.live.remove(&self.token).is_some() {
+                    signal_kill(self.child.id(), self.group);
                 }
             }
-            let _ = self.child.kill();
             self.reaped = self.child.wait().ok();
         }
         self.reaped
@@ -235,7 +336,9 @@ impl ChildProc {
             return Ok(s);
         }
         self.stdin.take();
-        let s = self.child.wait()?;
+        let s = self.child.wait();
+        registry().live.remove(&self.token);
+        let s = s?;
         self.reaped = Some(s);
         Ok(s)
     }
@@ -244,6 +347,9 @@ impl ChildProc {
     pub fn try_wait(&mut self) -> Option<ExitStatus> {
         if self.reaped.is_none() {
             self.reaped = self.child.try_wait().ok().flatten();
+            if self.reaped.is_some() {
+                registry().live.remove(&self.token);
+            }
         }
         self.reaped
     }

@@ -200,7 +200,7 @@ pub fn search(
         for _ in 0..jobs.clamp(1, total.max(1)) {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= total {
+                if i >= total || crate::interrupt::requested() {
                     break;
                 }
                 let seed = range.start + i as u64;
@@ -299,6 +299,12 @@ pub struct KeyPoint {
 /// The whole report.
 #[derive(Clone, Debug, Serialize)]
 pub struct FindingsReport {
+    /// The foreign store the `current` sweeps ran over (`--store`); absent for the Rust store.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<crate::foreign::StoreName>,
+    /// The foreign store the rows were searched over (`--flawed-store`), when one was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flawed_store: Option<crate::foreign::StoreName>,
     pub findings: Vec<FindingRow>,
     pub current_clean: CurrentClean,
 }
@@ -319,6 +325,12 @@ impl FindingsReport {
     /// The human table (fixed columns), then the `current` sweep.
     pub fn table(&self) -> String {
         let mut s = String::new();
+        if let Some(store) = &self.store {
+            let _ = writeln!(s, "store (current sweeps): {}", store.describe());
+        }
+        if let Some(store) = &self.flawed_store {
+            let _ = writeln!(s, "store (rows): {}", store.describe());
+        }
         let _ = writeln!(
             s,
             "{:<4} {:<22} {:<14} {:<6} {:>6} {:>6} {:>8}  {:<16} property",
@@ -489,6 +501,7 @@ pub fn run(catalog: &[&'static dyn Scenario], opts: &FindingsOptions) -> Result<
 
     // A foreign store's flaw is in its command, not in the profile: the rows search the
     // flawed store (`--flawed-store`), the clean sweeps above ran the correct one.
+    let store = crate::foreign::active_name();
     crate::foreign::switch_to_flawed();
     let mut out = Vec::new();
     for row in rows {
@@ -558,7 +571,10 @@ pub fn run(catalog: &[&'static dyn Scenario], opts: &FindingsOptions) -> Result<
         out.push(r);
     }
     let failures = clean.iter().map(|c| c.failures).sum();
+    let rows_store = crate::foreign::active_name();
     Ok(FindingsReport {
+        flawed_store: rows_store.filter(|r| Some(r) != store.as_ref()),
+        store,
         findings: out,
         current_clean: CurrentClean { seeds: opts.seeds, failures, scenarios: clean },
     })

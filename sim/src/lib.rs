@@ -35,6 +35,7 @@ pub mod findings;
 pub mod foreign;
 pub mod history;
 pub mod html;
+pub mod interrupt;
 pub mod ledger;
 pub mod machine;
 pub mod oracle;

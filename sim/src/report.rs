@@ -108,6 +108,10 @@ pub fn trace_hash(history: &History) -> u64 {
 pub struct RunReport {
     pub scenario: String,
     pub profile: String,
+    /// The foreign store the run drove (`--store`), named by its handshake; absent for the
+    /// built-in Rust store.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<crate::foreign::StoreName>,
     pub seed: u64,
     pub passed: bool,
     pub violations: Vec<Violation>,
@@ -151,6 +155,9 @@ pub fn failure_text(r: &RunReport) -> String {
     let mut out = String::new();
     let verdict = if r.passed { "PASS" } else { "FAIL" };
     let _ = writeln!(out, "{verdict} {} profile={} seed={}", r.scenario, r.profile, r.seed);
+    if let Some(store) = &r.store {
+        let _ = writeln!(out, "  store: {}", store.describe());
+    }
     let mut seen = std::collections::BTreeMap::<&str, usize>::new();
     for v in &r.violations {
         let n = seen.entry(v.property).or_insert(0);

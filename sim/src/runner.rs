@@ -121,6 +121,7 @@ fn execute_with(
     let report = RunReport {
         scenario: scenario.name().to_string(),
         profile: profile.as_str().to_string(),
+        store: crate::foreign::active_name(),
         seed,
         passed: violations.is_empty(),
         violations: violations.clone(),

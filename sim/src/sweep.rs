@@ -100,6 +100,11 @@ pub struct PointCoverage {
 pub struct SweepReport {
     pub scenario: String,
     pub profile: String,
+    /// The foreign store swept (`--store`), named by its handshake; absent for the built-in
+    /// Rust store, so that report's JSON is unchanged. Merge refuses reports of different
+    /// stores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<crate::foreign::StoreName>,
     pub range: SeedRange,
     pub shards: Vec<Shard>,
     pub seeds_run: u64,
@@ -164,6 +169,7 @@ impl SweepReport {
         SweepReport {
             scenario: scenario.name().to_string(),
             profile: opts.profile.as_str().to_string(),
+            store: None,
             range: opts.range,
             shards: opts.shard.into_iter().collect(),
             seeds_run: 0,
@@ -207,6 +213,16 @@ impl SweepReport {
                 return Err(format!(
                     "cannot merge {}/{}/{:?} with {}/{}/{:?}",
                     p.scenario, p.profile, p.range, m.scenario, m.profile, m.range
+                ));
+            }
+            if p.store != m.store {
+                let name = |s: &Option<crate::foreign::StoreName>| {
+                    s.as_ref().map_or("the built-in Rust store".to_string(), |s| s.describe())
+                };
+                return Err(format!(
+                    "cannot merge reports of different stores: one swept {}, another {}",
+                    name(&m.store),
+                    name(&p.store)
                 ));
             }
             m.shards.extend(p.shards);
@@ -274,6 +290,9 @@ impl SweepReport {
             self.failures.len(),
             self.seeds_per_sec
         );
+        if let Some(store) = &self.store {
+            let _ = writeln!(s, "  store: {}", store.describe());
+        }
         for (p, n) in &self.failures_per_property {
             let _ = writeln!(s, "  {p:<38} {n:>6} seeds");
         }
@@ -461,9 +480,10 @@ fn run_seed(scenario: &'static dyn Scenario, opts: &SweepOptions, seed: u64) -> 
                 properties: vec!["harness_error".into()],
                 witness: e,
                 reproduce: format!(
-                    "fencesim run --scenario {} --profile {} --seed {seed}",
+                    "fencesim run --scenario {} --profile {} --seed {seed}{}",
                     scenario.name(),
-                    opts.profile
+                    opts.profile,
+                    crate::foreign::active().map_or(String::new(), |s| format!(" --store {:?}", s.command))
                 ),
             }),
             nondeterministic: false,
@@ -502,6 +522,8 @@ pub fn run(scenario: &'static dyn Scenario, opts: &SweepOptions) -> SweepReport 
     // Each seed's result is folded into the report as it arrives (only failures are kept),
     // so a sweep's memory does not grow with its seed count.
     let mut report = SweepReport::empty(scenario, opts);
+    // The workers run over the caller's store choice (a thread override included).
+    let store = crate::foreign::active();
     let mut first_seed: Vec<u64> = vec![u64::MAX; crate::oracle::states::universe().len()];
     std::thread::scope(|scope| {
         for _ in 0..opts.jobs.min(total.max(1)) {
@@ -509,19 +531,22 @@ pub fn run(scenario: &'static dyn Scenario, opts: &SweepOptions) -> SweepReport 
             let seeds = &seeds;
             let next = &next;
             let stop = &stop;
-            scope.spawn(move || loop {
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&seed) = seeds.get(i) else { break };
-                let r = run_seed(scenario, opts, seed);
-                if r.failure.is_some() && opts.fail_fast {
-                    stop.store(true, Ordering::Relaxed);
-                }
-                if tx.send(r).is_err() {
-                    break;
-                }
+            let store = store.clone();
+            scope.spawn(move || {
+                crate::foreign::with_store_arc(store, || loop {
+                    if stop.load(Ordering::Relaxed) || crate::interrupt::requested() {
+                        break;
+                    }
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&seed) = seeds.get(i) else { break };
+                    let r = run_seed(scenario, opts, seed);
+                    if r.failure.is_some() && opts.fail_fast {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                    if tx.send(r).is_err() {
+                        break;
+                    }
+                })
             });
         }
         drop(tx);
@@ -544,7 +569,9 @@ pub fn run(scenario: &'static dyn Scenario, opts: &SweepOptions) -> SweepReport 
                 }
             }
             if let Some(f) = &r.failure {
-                if bar.is_none() {
+                // After Ctrl-C the seeds in flight fail for want of their killed children:
+                // the signal handler reports that, not each seed.
+                if bar.is_none() && !crate::interrupt::requested() {
                     eprintln!("FAIL seed={} [{}]: {}", f.seed, f.properties.join(", "), f.reproduce);
                 }
             }
@@ -569,6 +596,8 @@ pub fn run(scenario: &'static dyn Scenario, opts: &SweepOptions) -> SweepReport 
     let wall = started.elapsed();
     report.failures.sort_by_key(|f| f.seed);
     report.nondeterministic.sort_unstable();
+    // Named after the runs: the children's handshake says what the store is.
+    report.store = store.map(|s| crate::foreign::store_name(&s));
     report.seeds_per_sec = report.seeds_run as f64 / wall.as_secs_f64().max(1e-9);
     report.wall_ms = wall.as_millis() as u64;
     report.settle_goals();
@@ -660,6 +689,44 @@ mod tests {
             reproduce: String::new(),
         });
         assert_eq!(exit_code(&[failing]), 1);
+    }
+
+    #[test]
+    fn a_report_names_its_foreign_store_and_a_merge_refuses_another_store() {
+        let rust = report(100, 5, 40);
+        let text = serde_json::to_string(&rust).unwrap();
+        assert!(!text.contains("\"store\""), "the Rust store's report has no store field: {text}");
+        assert!(!rust.summary_table().contains("store:"));
+
+        let mut py = rust.clone();
+        py.store = Some(crate::foreign::StoreName {
+            command: "python3 s.py".into(),
+            name: Some("python-sqlite-reference".into()),
+            version: Some("0.1.0".into()),
+        });
+        let text = serde_json::to_string(&py).unwrap();
+        assert!(
+            text.contains(
+                r#""store":{"command":"python3 s.py","name":"python-sqlite-reference","version":"0.1.0"}"#
+            ),
+            "{text}"
+        );
+        let back: SweepReport = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.store, py.store);
+        let table = py.summary_table();
+        assert_eq!(
+            table.matches("store: python-sqlite-reference 0.1.0 (`python3 s.py`)").count(),
+            1,
+            "{table}"
+        );
+
+        let err = SweepReport::merge(vec![rust.clone(), py.clone()]).unwrap_err();
+        assert!(err.contains("different stores") && err.contains("the built-in Rust store"), "{err}");
+        let mut other = py.clone();
+        other.store.as_mut().unwrap().version = Some("0.2.0".into());
+        assert!(SweepReport::merge(vec![py.clone(), other]).unwrap_err().contains("0.2.0"));
+        let merged = SweepReport::merge(vec![py.clone(), py.clone()]).unwrap();
+        assert_eq!(merged.store, py.store, "a merge keeps the store");
     }
 
     #[test]

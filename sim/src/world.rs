@@ -4,7 +4,8 @@
 //! run ends, and the final state read back for the oracle.
 //!
 //! Durability model of the simulation: the database file lives on /dev/shm when present,
-//! else in the temp dir, unique per run and removed afterwards. Connections run with
+//! else in the temp dir, unique per run and removed afterwards (or, after Ctrl-C or SIGTERM,
+//! by `crate::interrupt`, where each run registers it before creating it). Connections run with
 //! `synchronous=OFF`: the simulator models PROCESS crashes (a killed node's futures are
 //! dropped, its open transaction rolls back, everything it committed stays), never power
 //! loss, torn pages or lost fsyncs. A crash therefore lands only at an `.await` (a fault
@@ -159,14 +160,6 @@ fn fresh_db_path(seed: u64) -> PathBuf {
     dir.join(format!("fencesim-{}-{n}-{seed}.db", std::process::id()))
 }
 
-fn remove_db(path: &Path) {
-    for suffix in ["", "-wal", "-shm", "-journal"] {
-        let mut p = path.as_os_str().to_owned();
-        p.push(suffix);
-        let _ = std::fs::remove_file(PathBuf::from(p));
-    }
-}
-
 /// What one run produced.
 pub struct RunOutput {
     pub history: History,
@@ -208,7 +201,9 @@ pub fn run(
     let table = plan.table()?;
     let lazy = plan.recipe.clone().map(|r| crate::plan::LazyDecisions::new(&plan, r));
     let db_path = fresh_db_path(plan.seed);
-    remove_db(&db_path);
+    // Removed when the run ends, or by the Ctrl-C / SIGTERM handler if it does not.
+    let db_guard = crate::interrupt::track_db(&db_path)?;
+    crate::interrupt::remove_db_files(&db_path);
     let (tx, rx) = mpsc::unbounded();
     let (exhausted_tx, exhausted_rx) = futures::channel::oneshot::channel();
     let nodes = plan.knobs.nodes;
@@ -243,7 +238,7 @@ pub fn run(
     CURRENT_WORLD.with(|w| *w.borrow_mut() = None);
     drop(rt);
     world.observer.borrow_mut().take();
-    remove_db(&db_path);
+    drop(db_guard);
     // A foreign store's child fault is a harness error, whatever the run produced.
     if let Some(fault) = crate::foreign::take_fault() {
         return Err(format!("harness error: {fault}"));

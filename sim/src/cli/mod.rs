@@ -7,7 +7,8 @@
 //! deterministic), 2 = bad input (an unknown scenario or profile, a malformed seed range or
 //! shard, an unreadable plan), 3 = coverage shortfall (every run passed, but a goal the
 //! scenario declares was met in fewer seeds than it requires: the sweep did not reach what
-//! it exists to test).
+//! it exists to test), 130 / 143 = interrupted by SIGINT / SIGTERM (every child killed and
+//! reaped, every run's database removed first: `crate::interrupt`).
 
 pub mod compare;
 
@@ -31,7 +32,7 @@ struct Cli {
     command: Command,
     /// Drive a foreign store: the command that starts one store process (speaking the
     /// protocol of docs/foreign-stores.md), e.g. "python3 foreign/python/sqlite_store.py".
-    /// For run, sweep, shrink, findings (store scenarios only) and conformance.
+    /// For run, sweep, shrink, findings, explore (store scenarios only) and conformance.
     #[arg(long, global = true)]
     store: Option<String>,
     /// The wall-clock guard on each reply of a foreign store process, in ms.
@@ -237,8 +238,14 @@ impl CiArgs {
     }
 }
 
-/// Entry point; returns the process exit code.
+/// Entry point; returns the process exit code. After a SIGINT or SIGTERM the process exits
+/// from the signal handler instead (130 or 143), once every child is dead and every run's
+/// database file removed (`crate::interrupt`).
 pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
+    crate::interrupt::exit_code(command(catalog))
+}
+
+fn command(catalog: &[&'static dyn Scenario]) -> i32 {
     // A closed pipe (`fencesim run ... | head`) ends the program quietly.
     std::panic::set_hook(Box::new(|info| {
         let msg = info.to_string();
@@ -266,11 +273,19 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                 | Command::Shrink { .. }
                 | Command::Findings { .. }
                 | Command::Conformance { .. }
+                | Command::Explore(_)
         )
     {
-        return usage("--store works with run, sweep, shrink, findings and conformance".into());
+        return usage("--store works with run, sweep, shrink, findings, explore and conformance".into());
     }
     crate::foreign::set_global(foreign.clone());
+    // Ctrl-C / SIGTERM kill every child and remove every run's database before exiting.
+    // Not in the hidden child entry points: their parent kills them.
+    if !matches!(cli.command, Command::SoakWriter(_) | Command::KillChild(_)) {
+        if let Err(e) = crate::interrupt::install() {
+            return usage(e);
+        }
+    }
     match cli.command {
         Command::Conformance { checks } => {
             crate::foreign::conformance::main(foreign.map(std::sync::Arc::new), &checks)
@@ -309,6 +324,7 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                 plan_file.as_deref(),
                 keep_db,
             ) {
+                _ if crate::interrupt::requested() => return 130, // the handler exits
                 Ok(o) => o,
                 Err(e) => return usage(e),
             };
@@ -331,20 +347,20 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
             if json {
                 println!("{}", serde_json::to_string_pretty(&out.report).unwrap_or_default());
             } else {
-                if let Some(spec) = crate::foreign::active() {
-                    println!("store: {}", crate::foreign::describe(&spec));
-                    match crate::foreign::with_store(None, || {
-                        execute(scenario, profile, seed, same_plan, None)
-                    }) {
-                        Ok(rust) => println!("{}", compare::compare_line(&rust, &out)),
-                        Err(e) => println!("same seed over the Rust store: harness error: {e}"),
-                    }
-                }
                 if !quiet {
                     print!("{}", timeline_folded(&out.history.events));
                     println!();
                 }
+                // The report names the store (a foreign one only) once, under the verdict.
                 print!("{}", failure_text(&out.report));
+                if crate::foreign::active().is_some() {
+                    match crate::foreign::with_store(None, || {
+                        execute(scenario, profile, seed, same_plan, None)
+                    }) {
+                        Ok(rust) => println!("  {}", compare::compare_line(&rust, &out)),
+                        Err(e) => println!("  same seed over the Rust store: harness error: {e}"),
+                    }
+                }
                 if !out.report.windows.is_empty() {
                     println!("  at-least-once windows (superseded holders' work before they were told; not violations):");
                     for w in &out.report.windows {
@@ -403,8 +419,9 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                     progress,
                 };
                 let report = sweep::run(s, &opts);
-                if let Some(spec) = crate::foreign::active() {
-                    println!("store: {}", crate::foreign::describe(&spec));
+                if crate::interrupt::requested() {
+                    // The signal handler exits the process; an interrupted sweep has no summary.
+                    return 130;
                 }
                 print!("{}", report.summary_table());
                 reports.push(report);
@@ -539,6 +556,7 @@ pub fn main(catalog: &[&'static dyn Scenario]) -> i32 {
                 bar: std::io::stderr().is_terminal(),
             };
             let report = match crate::findings::run(catalog, &opts) {
+                _ if crate::interrupt::requested() => return 130, // the handler exits
                 Ok(r) => r,
                 Err(e) => return usage(e),
             };
@@ -670,6 +688,9 @@ fn shrink_command(catalog: &[&'static dyn Scenario], a: ShrinkArgs) -> i32 {
         shrunk.runs,
         if shrunk.budget_exhausted { " (budget exhausted: not 1-minimal)" } else { "" }
     );
+    if let Some(store) = crate::foreign::active_name() {
+        println!("store: {}", store.describe());
+    }
     println!("before: {} decisions, {} nodes, size {}", o.decisions.len(), o.knobs.nodes, o.knobs.size);
     for d in &o.decisions {
         println!("  {}", decision_line(d));

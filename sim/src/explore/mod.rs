@@ -54,6 +54,10 @@ pub struct ExploreFailure {
 pub struct ExploreReport {
     pub scenario: String,
     pub profile: String,
+    /// The foreign store explored (`--store`), named by its handshake; absent for the Rust
+    /// store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<crate::foreign::StoreName>,
     /// The search seed.
     pub seed: u64,
     /// `explore` or `exhaustive`.
@@ -233,6 +237,9 @@ fn command_inner(args: ExploreArgs, catalog: &[&'static dyn Scenario]) -> Result
     use std::io::IsTerminal;
     let scenario = crate::catalog::find_scenario(catalog, &args.scenario)?;
     let profile = crate::catalog::parse_profile(&args.profile)?;
+    if crate::foreign::active().is_some() {
+        crate::foreign::check_scenario(scenario.name())?;
+    }
     if args.max_faults.is_some() && !args.exhaustive {
         return Err("--max-faults applies only with --exhaustive".into());
     }
@@ -272,6 +279,13 @@ fn command_inner(args: ExploreArgs, catalog: &[&'static dyn Scenario]) -> Result
     } else {
         explore(scenario, &opts)?
     };
+    if crate::interrupt::requested() {
+        return Ok(130); // the signal handler exits the process
+    }
+    let report = ExploreReport { store: crate::foreign::active_name(), ..report };
+    if let Some(name) = &report.store {
+        println!("store: {}", name.describe());
+    }
     print!("{}", report.summary());
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;

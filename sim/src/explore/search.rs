@@ -236,6 +236,7 @@ impl Tally {
         ExploreReport {
             scenario: scenario.to_string(),
             profile: opts.profile.as_str().to_string(),
+            store: None,
             seed: opts.seed,
             mode: mode.to_string(),
             runs: self.runs,

@@ -63,14 +63,6 @@ pub enum Verdict {
     Harness(String),
 }
 
-fn remove_db(path: &Path) {
-    for suffix in ["", "-wal", "-shm", "-journal"] {
-        let mut p = path.as_os_str().to_owned();
-        p.push(suffix);
-        let _ = std::fs::remove_file(PathBuf::from(p));
-    }
-}
-
 fn fresh_db(dir: &Path, n: usize) -> PathBuf {
     dir.join(format!("fencesim-conformance-{}-{n}.db", std::process::id()))
 }
@@ -94,7 +86,9 @@ pub fn run_checks(spec: Option<Arc<ForeignSpec>>, ids: &[String]) -> Result<Vec<
     let mut out = Vec::new();
     for (n, id) in wanted.iter().enumerate() {
         let db = fresh_db(&dir, n);
-        remove_db(&db);
+        // Removed after the check, or by the Ctrl-C / SIGTERM handler if it does not end.
+        let db_guard = crate::interrupt::track_db(&db)?;
+        crate::interrupt::remove_db_files(&db);
         let _ = super::take_fault();
         let result = match &spec {
             Some(spec) => {
@@ -107,7 +101,7 @@ pub fn run_checks(spec: Option<Arc<ForeignSpec>>, ids: &[String]) -> Result<Vec<
             }
         };
         // Every instance (and its child) was dropped with the check's future.
-        remove_db(&db);
+        drop(db_guard);
         let verdict = match (super::take_fault(), result) {
             (Some(fault), _) => Verdict::Harness(fault),
             (None, Ok(())) => Verdict::Pass,
@@ -121,6 +115,7 @@ pub fn run_checks(spec: Option<Arc<ForeignSpec>>, ids: &[String]) -> Result<Vec<
 /// The subcommand: print one line per check and return the exit code.
 pub fn main(spec: Option<Arc<ForeignSpec>>, ids: &[String]) -> i32 {
     let results = match run_checks(spec.clone(), ids) {
+        _ if crate::interrupt::requested() => return 130, // the signal handler exits
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");

@@ -132,7 +132,7 @@ impl ForeignStore {
         let hello = i.call("hello", Map::new()).await?;
         match Hello::from_value(&hello) {
             Ok(h) => {
-                super::note_hello(h.clone());
+                super::note_hello(&i.opts.spec.command, h.clone());
                 *i.hello.borrow_mut() = Some(h);
             }
             Err(e) => return Err(i.fault("hello", &e)),

@@ -68,8 +68,33 @@ thread_local! {
     static FAULT: RefCell<Option<String>> = const { RefCell::new(None) };
 }
 
-/// The last handshake seen by any thread (a sweep's workers all run the same command).
+/// The last handshake seen by any thread, and per store command the last handshake its
+/// children gave (`findings --flawed-store` runs two commands in one process).
 static LAST_HELLO: std::sync::Mutex<Option<protocol::Hello>> = std::sync::Mutex::new(None);
+static HELLO_BY_COMMAND: std::sync::Mutex<std::collections::BTreeMap<String, protocol::Hello>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// The store a report was made over, as its JSON names it: the command and what the
+/// command's children said in their handshake (absent when none completed one). Reports
+/// over the built-in Rust store carry no such field.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StoreName {
+    pub command: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+impl StoreName {
+    /// One line: `python-sqlite-reference 0.1.0 (`python3 ...`)`.
+    pub fn describe(&self) -> String {
+        match (&self.name, &self.version) {
+            (Some(n), Some(v)) => format!("{n} {v} (`{}`)", self.command),
+            _ => format!("`{}` (no handshake completed)", self.command),
+        }
+    }
+}
 
 /// Set the process-wide store choice (`None`: the Rust store).
 pub fn set_global(spec: Option<ForeignSpec>) {
@@ -96,7 +121,12 @@ pub fn switch_to_flawed() {
 
 /// Run `f` on this thread with `spec` as the store choice (`None`: the Rust store).
 pub fn with_store<T>(spec: Option<ForeignSpec>, f: impl FnOnce() -> T) -> T {
-    let before = OVERRIDE.with(|o| o.borrow_mut().replace(spec.map(Arc::new)));
+    with_store_arc(spec.map(Arc::new), f)
+}
+
+/// As [`with_store`] with a shared spec (a sweep hands its caller's choice to its workers).
+pub fn with_store_arc<T>(spec: Option<Arc<ForeignSpec>>, f: impl FnOnce() -> T) -> T {
+    let before = OVERRIDE.with(|o| o.borrow_mut().replace(spec));
     let out = f();
     OVERRIDE.with(|o| *o.borrow_mut() = before);
     out
@@ -138,8 +168,13 @@ pub fn take_fault() -> Option<String> {
     FAULT.with(|f| f.borrow_mut().take())
 }
 
-/// Remember the last handshake (the report names the store).
-pub fn note_hello(h: protocol::Hello) {
+/// Remember the last handshake of `command`'s children (the report names the store).
+pub fn note_hello(command: &str, h: protocol::Hello) {
+    if let Ok(mut by) = HELLO_BY_COMMAND.lock() {
+        if by.get(command) != Some(&h) {
+            by.insert(command.to_string(), h.clone());
+        }
+    }
     if let Ok(mut l) = LAST_HELLO.lock() {
         *l = Some(h);
     }
@@ -155,12 +190,24 @@ pub fn cli_spec(store: Option<&str>, guard_ms: u64) -> Result<Option<ForeignSpec
     store.map(|cmd| ForeignSpec::parse(cmd, Duration::from_millis(guard_ms))).transpose()
 }
 
-/// One line naming the store under test: `python-sqlite-reference 0.1.0 (python3 ...)`.
-pub fn describe(spec: &ForeignSpec) -> String {
-    match last_hello() {
-        Some(h) => format!("{} {} (`{}`)", h.store, h.version, spec.command),
-        None => format!("`{}` (no handshake completed)", spec.command),
+/// The store `spec` starts, named by its children's last handshake.
+pub fn store_name(spec: &ForeignSpec) -> StoreName {
+    let hello = HELLO_BY_COMMAND.lock().ok().and_then(|by| by.get(&spec.command).cloned());
+    StoreName {
+        command: spec.command.clone(),
+        name: hello.as_ref().map(|h| h.store.clone()),
+        version: hello.map(|h| h.version),
     }
+}
+
+/// The store of a run on this thread (`None`: the built-in Rust store).
+pub fn active_name() -> Option<StoreName> {
+    active().map(|s| store_name(&s))
+}
+
+/// One line naming the store under test: `python-sqlite-reference 0.1.0 (`python3 ...`)`.
+pub fn describe(spec: &ForeignSpec) -> String {
+    store_name(spec).describe()
 }
 
 #[cfg(test)]
