@@ -67,15 +67,33 @@ fn soak_finds_stale_accepts_under_every_early_profile() {
 }
 
 #[test]
-fn soak_cannot_see_the_tombstone_defect() {
-    // rulvar's soak never deletes the soaked run; the dedicated scenario is needed (T).
-    assert!(first_failure(
+fn soak_sees_the_tombstone_defect_through_its_recreate_probe() {
+    // rulvar's soak never recreates a run id; fencesim's recreate probe does (a victim deleted,
+    // acquired again, then probed with the deleted incarnation's lease). Without the epoch
+    // tombstone the new grant repeats the old epoch and the old lease's delete passes.
+    let found = first_failure(
         &SOAK,
         ProfileName::PreTombstone,
         20,
-        &["no_stale_accept", "epochs_granted_once_and_increasing"]
-    )
-    .is_none());
+        &["no_stale_accept", "epochs_granted_once_and_increasing"],
+    );
+    assert!(found.is_some(), "pre_tombstone: no repeated grant or stale accept in 20 soak seeds");
+    // With the tombstone, the probe is refused: the soak stays clean and the probe was made.
+    let out = execute(&SOAK, ProfileName::Current, 0, None, None).expect("run");
+    assert!(out.report.passed, "{:?}", out.violations);
+    let probes = out
+        .history
+        .calls
+        .iter()
+        .filter(|c| c.op == OpKind::Delete && c.run_id.starts_with("victim-") && c.lease_grant.is_some())
+        .count();
+    assert!(probes > 0, "seed 0 made no recreate probe");
+    assert!(out
+        .history
+        .calls
+        .iter()
+        .filter(|c| c.op == OpKind::Delete && c.run_id.starts_with("victim-") && c.lease_grant.is_some())
+        .all(|c| refused_with(c, "lease_held")));
 }
 
 #[test]

@@ -12,7 +12,12 @@
 //! op-mix append, half the time a live-lease order probe re-appends the tail seq (or the one
 //! below it) and expects the A5 guard's `JournalOrderViolation`; the live cross-run probe
 //! also tries append, put_meta, run delete and blob delete on `soak-other` under the live
-//! lease (run mismatch expected). rulvar's writer makes neither.
+//! lease (run mismatch expected); and after a completed victim cycle, half the time the
+//! writer acquires the deleted victim's id again (recreating the run) and probes with the
+//! lease of the incarnation it deleted: a leased delete, attributed to that earlier grant
+//! (`history::under_grant`). The epoch tombstone makes the new grant's epoch higher and the
+//! probe is refused; a store that forgets a run's epoch with the run grants the same epoch
+//! again and the old lease passes (T). rulvar's writer makes none of these.
 //!
 //! Runtime-agnostic: the writer never names a runtime. Its clock and sleeps come from the
 //! store's [`Env`] (virtual time on madsim, the wall clock and `std::thread::sleep` in a
@@ -32,6 +37,7 @@ use store::{
     Env, JournalEntry, JournalStore, LeasableStore, Lease, RunMeta, RunStatus, StoreError, TranscriptStore,
 };
 
+use crate::history::under_grant;
 use crate::recorded::{RecordedStore, RecordedTranscripts};
 use crate::seed::{rng, Draw};
 use crate::verdict::Violation;
@@ -272,6 +278,8 @@ pub struct Writer {
     /// The fencesim probes' own dice, so rulvar's op mix draws the same numbers with or
     /// without them.
     pub probe_rng: RefCell<ChaCha8Rng>,
+    /// The recreate probe's dice (a stream of its own: the other probes draw as before).
+    pub recreate_rng: RefCell<ChaCha8Rng>,
 }
 
 impl Writer {
@@ -279,6 +287,7 @@ impl Writer {
         let blobs = store.transcripts();
         let stream = u64::from(spec.w) * 1000 + u64::from(spec.incarnation);
         let probe_rng = rng(spec.seed, "soak-probes", stream);
+        let recreate_rng = rng(spec.seed, "soak-recreate", stream);
         let rng = rng(spec.seed, "workload", stream);
         Writer {
             surfaces: spec.surfaces,
@@ -291,6 +300,7 @@ impl Writer {
             host,
             rng: RefCell::new(rng),
             probe_rng: RefCell::new(probe_rng),
+            recreate_rng: RefCell::new(recreate_rng),
         }
     }
 
@@ -612,6 +622,8 @@ impl Writer {
             Err(StoreError::LeaseHeld { .. }) => return Ok(Some(true)),
             Err(_) => return Ok(Some(false)),
         };
+        let grant =
+            self.store.caller.rec.latest_grant(self.store.caller.node, self.store.caller.incarnation, vid);
         let blob = format!("{vid}/blob");
         let first = Self::entry(1, vid, vl.epoch.0);
         let steps: [&'static str; 5] = ["append", "meta", "blob-put", "blob-delete", "run-delete"];
@@ -632,7 +644,39 @@ impl Writer {
                 Try::Order => return Ok(Some(false)),
             }
         }
+        if let Some(grant) = grant {
+            self.recreate_probe(vid, &vl, grant).await?;
+        }
         Ok(None)
+    }
+
+    /// fencesim addition (see the module header): recreate the deleted victim `vid` and probe
+    /// with `old`, the lease of its deleted incarnation (granted by acquire call `grant`): a
+    /// leased delete. Refused under the epoch tombstone; the recreated run is then deleted
+    /// under its own lease, as the victim was.
+    async fn recreate_probe(&self, vid: &str, old: &Lease, grant: usize) -> Result<(), Fatal> {
+        if self.surfaces != Surfaces::All || self.recreate_rng.borrow_mut().unit() >= 0.5 {
+            return Ok(());
+        }
+        let Ok(fresh) = self.store.acquire(vid, &self.owner).await else { return Ok(()) };
+        let epoch = old.epoch.0;
+        let probe =
+            under_grant(grant, self.attempt("run-delete", || self.store.delete(vid, Some(old)))).await?;
+        match probe {
+            Try::Ok(()) => {
+                // The old lease deleted the recreated run: nothing left to clean up.
+                self.log("stale-accept", Some("run-delete"), Some(epoch), Some(vid.to_string()));
+                return Ok(());
+            }
+            Try::Lease => self.log("stale-reject", Some("run-delete"), Some(epoch), None),
+            Try::Order => self.log_msg(
+                "error",
+                Some("run-delete"),
+                "JournalOrderViolation where the fence should reject first".into(),
+            ),
+        }
+        self.attempt("run-delete", || self.store.delete(vid, Some(&fresh))).await?;
+        Ok(())
     }
 
     /// The eight probes with the dead lease, re-reading the tail first so the A5 guard

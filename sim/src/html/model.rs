@@ -98,6 +98,8 @@ pub struct Tenure {
     pub start_order: usize,
     pub start_ns: u64,
     pub end_ns: u64,
+    /// The place in the store's apply order of what ended it (`usize::MAX`: the run's end).
+    pub end_order: usize,
     /// "release by n0 e3", "takeover by epoch 4", "deletion", "run end".
     pub end_reason: String,
     /// The expiry by the store's clock after the grant and each renewal, as virtual
@@ -144,7 +146,10 @@ impl Tenure {
     pub fn outside(&self, at: u64, order: usize) -> Option<Outside> {
         let before: Vec<(u64, usize, u64)> =
             self.spans().into_iter().filter(|sp| sp.1 < order || sp.0 < at).collect();
-        if before.iter().any(|sp| at >= sp.0 && at <= sp.2) {
+        // A call applied after what ended the tenure (a deletion in the same instant, say)
+        // lies outside it even when the instants are equal.
+        let ended_before = self.end_order < order;
+        if !ended_before && before.iter().any(|sp| at >= sp.0 && at <= sp.2) {
             return None;
         }
         match before.last() {
@@ -375,7 +380,7 @@ fn tenures_into(calls: &[Call], t: &mut Timeline) {
                         OpKind::Delete => format!("deletion by {who}"),
                         op => format!("{} by {who}", op.as_str()),
                     };
-                    close(&mut t.tenures[i], a.at_ns, reason);
+                    close(&mut t.tenures[i], a.at_ns, a.order, reason);
                     open.remove(&c.run_id);
                 }
             }
@@ -399,7 +404,7 @@ fn tenures_into(calls: &[Call], t: &mut Timeline) {
                     _ => {
                         if let Some(i) = current {
                             let reason = format!("takeover by epoch {}", row.epoch);
-                            close(&mut t.tenures[i], a.at_ns, reason);
+                            close(&mut t.tenures[i], a.at_ns, a.order, reason);
                         }
                         let index = t.tenures.len();
                         let granted_here = c.op == OpKind::Acquire
@@ -414,6 +419,7 @@ fn tenures_into(calls: &[Call], t: &mut Timeline) {
                             start_order: a.order,
                             start_ns: a.at_ns,
                             end_ns: u64::MAX,
+                            end_order: usize::MAX,
                             end_reason: String::new(),
                             expiries: vec![expiry],
                             renewals: Vec::new(),
@@ -436,8 +442,9 @@ fn tenures_into(calls: &[Call], t: &mut Timeline) {
     t.runs = runs.into_keys().collect();
 }
 
-fn close(ten: &mut Tenure, at_ns: u64, reason: String) {
+fn close(ten: &mut Tenure, at_ns: u64, order: usize, reason: String) {
     ten.end_ns = at_ns;
+    ten.end_order = order;
     ten.end_reason = reason;
 }
 
@@ -504,6 +511,7 @@ mod tests {
             start_order: 10,
             start_ns: 100,
             end_ns: end,
+            end_order: usize::MAX,
             end_reason: "run end".into(),
             expiries: expiries.to_vec(),
             renewals: renewals.iter().map(|r| r.0).collect(),
