@@ -162,3 +162,17 @@ fn shrinking_a_passing_plan_is_refused() {
     let target = sim::shrink::SameProperty { property: "no_stale_accept".into(), op: None };
     assert!(shrink(&SOAK, ProfileName::Current, plan, &target, 10).is_err());
 }
+
+#[test]
+fn explore_from_the_generic_soak_finds_t_and_the_table_shows_it() {
+    let opts = FindingsOptions { seeds: 10, jobs: 2, rows: vec!["T".into()], progress: false, bar: false };
+    let catalog = scenarios::catalog();
+    let mut report = sim::findings::run(&catalog, &opts).expect("the T row");
+    sim::explore::versus_findings(&mut report, &catalog, 2, 50, 2).expect("explore");
+    let x = report.findings[0].explore.as_ref().expect("an explore column");
+    assert_eq!((x.scenario.as_str(), x.runs, x.first_run.len()), ("soak", 50, 2));
+    assert!(x.first_run.iter().all(|r| r.is_some_and(|run| (1..=50).contains(&run))), "{x:?}");
+    let table = report.table();
+    assert!(table.contains("explore from the generic scenario"), "{table}");
+    assert!(table.lines().any(|l| l.trim_start().starts_with("T ") && l.contains("median")), "{table}");
+}

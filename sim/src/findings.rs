@@ -259,6 +259,30 @@ pub struct FindingRow {
     /// Key fault points of the targeted scenario that never fired in its `current` sweep.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub key_points_never_fired: Vec<String>,
+    /// `fencesim explore` from the generic scenario, when asked for (`--explore-seeds`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explore: Option<ExploreVersus>,
+}
+
+/// How fast `fencesim explore` finds a row from its generic scenario, beside the seed sweep:
+/// the run of first detection for each search seed (`None`: not within the budget).
+#[derive(Clone, Debug, Serialize)]
+pub struct ExploreVersus {
+    pub scenario: String,
+    /// The run budget of each search.
+    pub runs: u64,
+    /// Per search seed `0..`, the run at which the row's matcher first matched.
+    pub first_run: Vec<Option<u64>>,
+}
+
+impl ExploreVersus {
+    /// The median run of first detection over the searches, counting a miss as later than
+    /// any budget (`None` when half or more missed).
+    pub fn median(&self) -> Option<u64> {
+        let mut runs: Vec<u64> = self.first_run.iter().map(|r| r.unwrap_or(u64::MAX)).collect();
+        runs.sort_unstable();
+        runs.get(runs.len().saturating_sub(1) / 2).copied().filter(|&r| r != u64::MAX)
+    }
 }
 
 /// The `current` sweep over the catalog.
@@ -359,6 +383,27 @@ impl FindingsReport {
             if !r.key_points_never_fired.is_empty() {
                 let _ =
                     writeln!(s, "     key fault points never fired: {}", r.key_points_never_fired.join(", "));
+            }
+        }
+        if self.findings.iter().any(|r| r.explore.is_some()) {
+            let _ = writeln!(
+                s,
+                "explore from the generic scenario: run of first detection per search seed, beside the sweep's seeds"
+            );
+            for r in &self.findings {
+                let Some(x) = &r.explore else { continue };
+                let runs: Vec<String> =
+                    x.first_run.iter().map(|f| f.map_or("-".to_string(), |v| v.to_string())).collect();
+                let _ = writeln!(
+                    s,
+                    "  {:<4} {:<10} {:<14} {:<32} median {:<8} sweep {}",
+                    r.id,
+                    x.scenario,
+                    r.profile,
+                    format!("{} (of {} runs)", runs.join(" "), x.runs),
+                    x.median().map_or(format!("> {}", x.runs), |m| m.to_string()),
+                    r.generic_seeds_needed
+                );
             }
         }
         let c = &self.current_clean;
@@ -517,6 +562,7 @@ pub fn run(catalog: &[&'static dyn Scenario], opts: &FindingsOptions) -> Result<
             generic_seeds_needed: String::new(),
             reason: None,
             key_points_never_fired: Vec::new(),
+            explore: None,
         };
         match find(row.scenario) {
             None => {
@@ -616,6 +662,16 @@ mod tests {
             }
         }
         assert!(checked >= FINDINGS.len());
+    }
+
+    #[test]
+    fn the_explore_median_counts_a_miss_as_later_than_any_run() {
+        let x = |first_run: Vec<Option<u64>>| ExploreVersus { scenario: "soak".into(), runs: 100, first_run };
+        assert_eq!(x(vec![Some(7), Some(37), Some(1)]).median(), Some(7));
+        assert_eq!(x(vec![Some(89), Some(798), None, Some(750), Some(1310)]).median(), Some(798));
+        assert_eq!(x(vec![Some(3), None, None]).median(), None, "two of three missed");
+        assert_eq!(x(vec![Some(3), None]).median(), Some(3), "the lower middle of an even count");
+        assert_eq!(x(Vec::new()).median(), None);
     }
 
     #[test]

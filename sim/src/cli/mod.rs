@@ -154,6 +154,13 @@ enum Command {
         /// sweeps run --store), e.g. "python3 foreign/python/sqlite_store.py --flaw v1_44_0".
         #[arg(long)]
         flawed_store: Option<String>,
+        /// Also explore each row's generic scenario with search seeds 0..N and print the run
+        /// of first detection beside the sweep's seeds (0: off).
+        #[arg(long, default_value_t = 0)]
+        explore_seeds: u64,
+        /// The run budget of each of those searches.
+        #[arg(long, default_value_t = 2000)]
+        explore_runs: u64,
     },
     /// Shrink a failing seed's plan (fewer nodes, smaller workload, ddmin over the fault
     /// decisions) to a smaller plan that fails the same property.
@@ -538,7 +545,7 @@ fn command(catalog: &[&'static dyn Scenario]) -> i32 {
             }
             sweep::exit_code(std::slice::from_ref(&merged))
         }
-        Command::Findings { seeds, rows, jobs, json, ci, flawed_store } => {
+        Command::Findings { seeds, rows, jobs, json, ci, flawed_store, explore_seeds, explore_runs } => {
             if flawed_store.is_some() && crate::foreign::active().is_none() {
                 return usage("--flawed-store needs --store (the correct store for the clean sweeps)".into());
             }
@@ -555,11 +562,24 @@ fn command(catalog: &[&'static dyn Scenario]) -> i32 {
                 progress: true,
                 bar: std::io::stderr().is_terminal(),
             };
-            let report = match crate::findings::run(catalog, &opts) {
+            let mut report = match crate::findings::run(catalog, &opts) {
                 _ if crate::interrupt::requested() => return 130, // the handler exits
                 Ok(r) => r,
                 Err(e) => return usage(e),
             };
+            if explore_seeds > 0 {
+                if explore_runs == 0 {
+                    return usage("--explore-runs must be at least 1".into());
+                }
+                if crate::foreign::active().is_some() {
+                    return usage("--explore-seeds works with the built-in store only".into());
+                }
+                if let Err(e) =
+                    crate::explore::versus_findings(&mut report, catalog, explore_seeds, explore_runs, jobs)
+                {
+                    return usage(e);
+                }
+            }
             print!("{}", report.table());
             let witness = |name: &str, seed: u64| -> Option<String> {
                 let s = find_scenario(catalog, name).ok()?;

@@ -326,3 +326,43 @@ pub fn bench(scenario: &'static dyn Scenario, runs: u64) -> String {
         Err(e) => format!("explore: {e}"),
     }
 }
+
+/// `fencesim findings --explore-seeds N`: for every row of `report`, explore the row's
+/// generic scenario under its profile with search seeds `0..seeds` (each `runs` runs, going
+/// on after failures, failing plans kept in a scratch directory and removed) and note the run
+/// at which the row's matcher first matched.
+pub fn versus_findings(
+    report: &mut crate::findings::FindingsReport,
+    catalog: &[&'static dyn Scenario],
+    seeds: u64,
+    runs: u64,
+    jobs: usize,
+) -> Result<(), String> {
+    for row in &mut report.findings {
+        let finding =
+            crate::findings::finding(&row.id).ok_or_else(|| format!("unknown finding {}", row.id))?;
+        let scenario = crate::catalog::find_scenario(catalog, finding.generic)?;
+        let scratch = tempfile::tempdir().map_err(|e| format!("cannot make a scratch directory: {e}"))?;
+        let mut first_run = Vec::new();
+        for seed in 0..seeds {
+            let opts = ExploreOptions {
+                profile: finding.profile,
+                seed,
+                runs,
+                minutes: None,
+                jobs,
+                corpus: None,
+                out_dir: scratch.path().to_path_buf(),
+                keep_going: true,
+                shrink_runs: 0,
+                progress: false,
+                bar: false,
+            };
+            let explored = search::explore(scenario, &opts)?;
+            first_run.push(explored.findings_first_run.get(finding.id).copied());
+        }
+        row.explore =
+            Some(crate::findings::ExploreVersus { scenario: finding.generic.to_string(), runs, first_run });
+    }
+    Ok(())
+}
