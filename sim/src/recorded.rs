@@ -157,6 +157,12 @@ impl RecordedStore {
     pub fn transcripts(&self) -> RecordedTranscripts {
         RecordedTranscripts { inner: self.inner.transcripts(), caller: self.caller.clone() }
     }
+
+    /// The id of this process incarnation's latest successful acquire of `run_id`: the grant
+    /// to attribute its lease-carrying calls to (`history::under_grant`).
+    pub fn latest_grant(&self, run_id: &str) -> Option<usize> {
+        self.caller.rec.latest_grant(self.caller.node, self.caller.incarnation, run_id)
+    }
 }
 
 fn none<T>(_: &T) -> Option<Lease> {

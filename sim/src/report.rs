@@ -37,7 +37,10 @@ pub fn timeline(history: &History) -> String {
 /// only in their time (a retry loop meeting the same refusal) is one line, its first,
 /// ending `xN to <time of the last>`. Events with a fault are never folded.
 pub fn timeline_folded(events: &[Event]) -> String {
-    let mut out = timeline_header();
+    let header = timeline_header();
+    // A folded line's count starts where the fault column does.
+    let fault_column = header.len() - "fault".len();
+    let mut out = header;
     out.push('\n');
     let same = |a: &Event, b: &Event| {
         a.fault.is_empty()
@@ -52,7 +55,7 @@ pub fn timeline_folded(events: &[Event]) -> String {
         }
         let line = timeline_line(&events[i]);
         if j - i > 1 {
-            let pad = format!("{:<1$}", line, timeline_header().len() - "fault".len());
+            let pad = format!("{line:<fault_column$}");
             let _ = writeln!(out, "{pad}x{} to {}", j - i, crate::time::secs(events[j - 1].at_ns));
         } else {
             let _ = writeln!(out, "{line}");

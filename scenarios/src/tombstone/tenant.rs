@@ -91,7 +91,6 @@ enum Answer<T> {
 /// One process.
 pub struct Tenant {
     node: u32,
-    incarnation: u32,
     store: RecordedStore,
     blobs: RecordedTranscripts,
     shared: Rc<TombShared>,
@@ -103,15 +102,7 @@ impl Tenant {
     pub fn new(node: u32, incarnation: u32, store: RecordedStore, shared: Rc<TombShared>) -> Tenant {
         let blobs = store.transcripts();
         let rng = rng(shared.seed, "tomb-workload", u64::from(node) * 1000 + u64::from(incarnation));
-        Tenant {
-            node,
-            incarnation,
-            store,
-            blobs,
-            shared,
-            rng: RefCell::new(rng),
-            held: RefCell::new(Vec::new()),
-        }
+        Tenant { node, store, blobs, shared, rng: RefCell::new(rng), held: RefCell::new(Vec::new()) }
     }
 
     fn unit(&self) -> f64 {
@@ -191,7 +182,7 @@ impl Tenant {
                 return;
             }
         };
-        let Some(grant) = self.store.caller.rec.latest_grant(self.node, self.incarnation, TOMB_RUN) else {
+        let Some(grant) = self.store.latest_grant(TOMB_RUN) else {
             return;
         };
         let deletes_seen = self.shared.activity.get().deletes;

@@ -622,8 +622,7 @@ impl Writer {
             Err(StoreError::LeaseHeld { .. }) => return Ok(Some(true)),
             Err(_) => return Ok(Some(false)),
         };
-        let grant =
-            self.store.caller.rec.latest_grant(self.store.caller.node, self.store.caller.incarnation, vid);
+        let grant = self.store.latest_grant(vid);
         let blob = format!("{vid}/blob");
         let first = Self::entry(1, vid, vl.epoch.0);
         let steps: [&'static str; 5] = ["append", "meta", "blob-put", "blob-delete", "run-delete"];

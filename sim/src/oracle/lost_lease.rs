@@ -67,7 +67,7 @@ struct GrantAt {
 type SegmentKey = (String, String, u32, u32, u64);
 
 /// Grants per run in apply order, and the first `lease_held` refusal each segment met.
-struct Segments<'h> {
+pub(super) struct Segments<'h> {
     grants: BTreeMap<&'h str, Vec<GrantAt>>,
     refused: BTreeMap<SegmentKey, &'h Call>,
 }
@@ -127,8 +127,22 @@ fn work_of(f: &Fact) -> Option<(&str, &'static str, u64, u32)> {
     }
 }
 
+/// What the lost-lease properties and the report read, built once per judged run.
+pub(super) struct LostLease<'h> {
+    segments: Segments<'h>,
+    windows: Vec<Window>,
+}
+
+fn lost_lease<'a, 'h>(j: &'a Judged<'h>) -> &'a LostLease<'h> {
+    j.lost_lease.get_or_init(|| {
+        let segments = Segments::build(j);
+        let windows = windows_of(j, &segments);
+        LostLease { segments, windows }
+    })
+}
+
 fn no_work_after_lease_lost(j: &Judged, out: &mut Vec<Witness>) {
-    let segs = Segments::build(j);
+    let segs = &lost_lease(j).segments;
     let mut reported: BTreeMap<SegmentKey, ()> = BTreeMap::new();
     for f in &j.history.facts {
         let Some((run, what, dispatch, turn)) = work_of(f) else { continue };
@@ -190,8 +204,11 @@ impl Window {
 }
 
 /// The at-least-once windows of a run, in run and segment order (only non-empty ones).
-pub fn windows(j: &Judged) -> Vec<Window> {
-    let segs = Segments::build(j);
+pub fn windows<'a>(j: &'a Judged) -> &'a [Window] {
+    &lost_lease(j).windows
+}
+
+fn windows_of(j: &Judged, segs: &Segments) -> Vec<Window> {
     let mut by_segment: BTreeMap<SegmentKey, Window> = BTreeMap::new();
     for f in &j.history.facts {
         let Some((run, _, _, _)) = work_of(f) else { continue };
@@ -287,7 +304,7 @@ mod tests {
         let j = Judged::build(h, &fin, Expect::default());
         let mut out = Vec::new();
         no_work_after_lease_lost(&j, &mut out);
-        (out, windows(&j))
+        (out, windows(&j).to_vec())
     }
 
     /// `a` holds epoch 1 from t=0; `b` takes over with epoch 2 at t=10; `a`'s renew is

@@ -133,7 +133,7 @@ pub fn assess(history: &History, fin: &FinalState, expect: Expect) -> Assessment
     Assessment {
         violations: out,
         goals: goals::met(&judged),
-        windows: lost_lease::windows(&judged),
+        windows: lost_lease::windows(&judged).to_vec(),
         states: states::reached(&judged),
     }
 }

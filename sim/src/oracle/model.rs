@@ -38,6 +38,9 @@ pub struct Judged<'h> {
     replayed: std::cell::OnceCell<Replay<'h>>,
     /// The engine properties' per-dispatch view, built once for those that read it.
     pub(super) dispatches: std::cell::OnceCell<super::engine::Dispatches>,
+    /// The lost-lease view (segments, their refusals and at-least-once windows), built once
+    /// for the properties and the report that read it.
+    pub(super) lost_lease: std::cell::OnceCell<super::lost_lease::LostLease<'h>>,
 }
 
 impl<'h> Judged<'h> {
@@ -81,6 +84,7 @@ impl<'h> Judged<'h> {
             applied,
             replayed: std::cell::OnceCell::new(),
             dispatches: std::cell::OnceCell::new(),
+            lost_lease: std::cell::OnceCell::new(),
         }
     }
 

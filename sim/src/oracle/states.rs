@@ -26,8 +26,6 @@ use store::{FaultPoint, Moment};
 use super::model::{Grant, GrantWalk, Judged};
 use crate::history::{Call, FactKind, FaultKind, OpKind, Outcome};
 
-const OPS: [OpKind; 14] = OpKind::ALL;
-
 /// The caller's relation to the run's lease when its call took effect or was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Relation {
@@ -90,7 +88,7 @@ pub fn universe() -> &'static [String] {
     static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
     NAMES.get_or_init(|| {
         let mut v = Vec::new();
-        for op in OPS {
+        for op in OpKind::ALL {
             for r in Relation::of_op(op) {
                 for o in OUTCOMES {
                     for f in FAULTS {
@@ -111,7 +109,7 @@ pub fn universe() -> &'static [String] {
                 v.push(format!("crash:{}:{r}", p.name()));
             }
         }
-        for op in std::iter::once("none").chain(OPS.iter().map(|o| o.as_str())) {
+        for op in std::iter::once("none").chain(OpKind::ALL.iter().map(|o| o.as_str())) {
             v.push(format!("delete_overlap:{op}"));
         }
         v
