@@ -7,7 +7,8 @@
 //! Only deletions an engine identity made are judged (`args.actor`, recorded by
 //! `history::under_actor`); a checkpoint delete followed by the same identity's journal
 //! delete of the run under the same lease, or made under a lease the worker took for
-//! retention (the `worker.retention.after_acquire` mark), is part of a deletion cascade,
+//! retention (the `worker.retention.after_acquire` mark) or in a `deleteRun` the identity
+//! reached the end of (the `engine.delete.after_blobs` mark), is part of a deletion cascade,
 //! judged by the run's status, not as a prune.
 
 use std::collections::BTreeMap;
@@ -92,7 +93,7 @@ fn only_terminal_runs_deleted(j: &Judged, out: &mut Vec<Witness>) {
 }
 
 fn prune_only_spent_checkpoints(j: &Judged, out: &mut Vec<Witness>) {
-    replay(j, |c, journal, _| {
+    replay(j, |c, journal, status| {
         if c.op != OpKind::BlobDelete || c.args.actor.is_none() {
             return;
         }
@@ -116,6 +117,33 @@ fn prune_only_spent_checkpoints(j: &Judged, out: &mut Vec<Witness>) {
                 && m.epoch == c.lease.as_ref().map(|l| l.epoch.0)
         });
         if cascade {
+            return;
+        }
+        // A `deleteRun` cascade a crash cut between its blob deletes and its journal delete:
+        // the identity reached the cascade's `engine.delete.after_blobs` under this lease.
+        // Its blob deletes are the deletion's, lawful only while the run's meta is terminal.
+        let cut_delete = j.history.marks.iter().any(|m| {
+            m.point == "engine.delete.after_blobs"
+                && m.node == c.node
+                && m.incarnation == c.incarnation
+                && m.run_id == c.run_id
+                && m.epoch.is_some()
+                && m.epoch == c.lease.as_ref().map(|l| l.epoch.0)
+        });
+        if cut_delete {
+            if !status.is_some_and(Status::is_terminal) {
+                out.push(
+                    Witness::new(format!(
+                        "n{} ({})'s {} at t={} deleted a checkpoint in a deletion cascade while the run's meta was {}",
+                        c.node,
+                        c.args.actor.as_deref().unwrap_or(""),
+                        describe_call(c),
+                        t(Judged::applied_ns(c)),
+                        status.map_or("missing", Status::word)
+                    ))
+                    .on(c.op, c.id),
+                );
+            }
             return;
         }
         let terminal =
@@ -265,5 +293,49 @@ mod tests {
         let j = Judged::build(&h, &fin, Expect::default());
         prune_only_spent_checkpoints(&j, &mut out);
         assert_eq!(out.len(), 1);
+    }
+
+    #[test]
+    fn a_delete_run_cascade_cut_by_a_crash_is_judged_by_the_run_status() {
+        use store::{Epoch, Lease};
+        let running = json!({"seq": 0, "kind": "agent", "status": "running", "key": "op:0:a"});
+        let cut = |status: &str| {
+            let mut delete = blob_delete(2, "r/ckpt/0");
+            delete.lease = Some(Lease { run_id: "r".into(), owner: "host".into(), epoch: Epoch(4) });
+            let calls = vec![entry(0, running.clone()), meta(1, status), delete];
+            History {
+                applied_count: calls.len(),
+                calls,
+                marks: vec![crate::history::Mark {
+                    point: "engine.delete.after_blobs",
+                    node: 0,
+                    incarnation: 0,
+                    run_id: "r".into(),
+                    epoch: Some(4),
+                    applied_before: 3,
+                }],
+                ..History::default()
+            }
+        };
+        let fin = FinalState::default();
+        let judged = |h: &History| {
+            let j = Judged::build(h, &fin, Expect::default());
+            let mut out = Vec::new();
+            prune_only_spent_checkpoints(&j, &mut out);
+            out
+        };
+        // A terminal run's deletion, cut after its blobs: lawful, not a prune.
+        assert!(judged(&cut("ok")).is_empty());
+        // The same cascade over a running run deleted a live checkpoint.
+        let v = judged(&cut("running"));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(
+            v[0].witness.contains("deletion cascade while the run's meta was running"),
+            "{}",
+            v[0].witness
+        );
+        // Without the cascade's mark, a terminal run's unspent checkpoint delete is a prune.
+        let h = History { marks: Vec::new(), ..cut("ok") };
+        assert_eq!(judged(&h).len(), 1);
     }
 }

@@ -466,6 +466,10 @@ where
         let (rseq, restored) = match self.disposition(seg, kind, &key) {
             Disposition::Replay(v) => return Ok(v),
             Disposition::Dangling(s) => {
+                // Live from here: rulvar's dangling redispatch is a live agent call from the
+                // match on, its checkpoint read included, so a cancel during the read drains
+                // it with a `cancelled` terminal (docs/engine-model.md 3.2 step 1).
+                *seg.inflight.borrow_mut() = Some((s, kind.to_string(), key.clone()));
                 let restored = if limits.is_some() {
                     let ck = checkpoint_ref(seg.run_id, s);
                     self.transcripts
@@ -482,11 +486,11 @@ where
                 let mut running = JournalEntry::new(0, kind, "running", json!({ "op": name }));
                 running.key = key.clone();
                 let s = self.append(seg, running).await?;
+                *seg.inflight.borrow_mut() = Some((s, kind.to_string(), key.clone()));
                 fault_at(env, FaultPoint::EngineDispatchAfterRunning, seg.run_id, Some(&seg.lease)).await?;
                 (s, None)
             }
         };
-        *seg.inflight.borrow_mut() = Some((rseq, kind.to_string(), key.clone()));
         let (status, value, saved) = match limits {
             None => {
                 let call = ToolCall {

@@ -1,0 +1,78 @@
+//! The failures `fencesim explore` found under `current` (docs/explore-findings/), replayed:
+//! each stored plan passes under `current` now that its defect is fixed. The second round's
+//! plans must also still reach the window they were found in, or the replay would pass
+//! without testing the fix.
+
+use std::path::PathBuf;
+
+use sim::history::{FaultKind, History, OpKind};
+use sim::plan::Plan;
+use sim::runner::{execute, Outcome};
+use store::{FaultPoint, ProfileName};
+
+fn replay(file: &str) -> Outcome {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/explore-findings").join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let plan: Plan = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let scenario = scenarios::catalog()
+        .into_iter()
+        .find(|s| s.name() == plan.scenario)
+        .unwrap_or_else(|| panic!("{file}: scenario {} is not in the catalog", plan.scenario));
+    let out = execute(scenario, ProfileName::Current, plan.seed, Some(plan), None).expect("run");
+    assert!(out.violations.is_empty(), "{file} fails under current: {:?}", out.violations);
+    out
+}
+
+fn payload_has(h: &History, run: &str, op: OpKind, needle: &str) -> bool {
+    h.calls.iter().any(|c| {
+        c.op == op
+            && c.run_id == run
+            && c.applied.is_some()
+            && c.args.payload.as_deref().is_some_and(|p| p.contains(needle))
+    })
+}
+
+#[test]
+fn every_stored_explore_finding_passes_under_current() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/explore-findings");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .expect("docs/explore-findings")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 5, "expected the stored plans, found {files:?}");
+    for f in &files {
+        replay(f);
+    }
+}
+
+#[test]
+fn a_cancel_during_a_dangling_redispatch_checkpoint_read_drains_it() {
+    let out = replay("journal-never-behind-meta-39436133.json");
+    let h = &out.history;
+    // The window: a stall inside the checkpoint read of the resumed dangling dispatch.
+    assert!(
+        h.faults.iter().any(|f| f.point == FaultPoint::SqliteBlobGetBeforeRead
+            && f.kind == FaultKind::Stall
+            && f.run_id.as_deref() == Some("tmp-1x")),
+        "the plan no longer stalls tmp-1x's checkpoint read"
+    );
+    // The drain journals the cut dispatch's `cancelled` terminal, then the settle.
+    assert!(payload_has(h, "tmp-1x", OpKind::Append, "\"status\":\"cancelled\""), "no cancelled terminal");
+    assert!(payload_has(h, "tmp-1x", OpKind::PutMeta, "\"status\":\"cancelled\""), "no cancelled settle");
+}
+
+#[test]
+fn a_delete_run_cut_after_its_blobs_is_not_a_prune() {
+    let out = replay("prune-only-spent-checkpoints-501828839.json");
+    let h = &out.history;
+    assert!(
+        h.faults.iter().any(|f| f.point == FaultPoint::EngineDeleteAfterBlobs && f.kind == FaultKind::Crash),
+        "the plan no longer crashes a deleteRun after its blob deletes"
+    );
+    assert!(
+        h.calls.iter().any(|c| c.op == OpKind::BlobDelete && c.run_id == "run-10" && c.applied.is_some()),
+        "no checkpoint delete of run-10 applied"
+    );
+}
