@@ -33,7 +33,7 @@ use sim::recorded::{RecordedStore, RecordedTranscripts};
 use sim::seed::{rng, Draw};
 use sim::verdict::{required, Required};
 use sim::world::{NodeCtx, Scenario, WorldState};
-use store::engine::{audit_run, repair_run, Engine, RepairAction, RunOptions, Worker, Workflow};
+use store::engine::{audit_run, repair_run, Engine, EngineError, RepairAction, RunOptions, Worker, Workflow};
 use store::{
     FaultPoint, JournalStore, LeasableStore, LocalFuture, MetaLookup, Moment, RunFilter, RunMeta, RunStatus,
     StoreError,
@@ -226,9 +226,10 @@ pub struct QueueShared {
     pub repairs: bool,
     pub stops: bool,
     pub host_deletes: bool,
-    /// Host operations (a submission's `run`, a retry's `resume`) in flight, per process
-    /// incarnation: the heal is not over while one may still write (a host stalled across
-    /// the heal can create its run after every other run settled).
+    /// Host operations (a submission's `run`, a retry's `resume`) and worker sweeps in
+    /// flight, per process incarnation: the heal is not over while one may still write (a
+    /// host stalled across the heal can create its run after every other run settled; a
+    /// sweep stalled across it drives runs from a listing taken before it).
     pub pending: RefCell<BTreeMap<(u32, u32), u32>>,
     /// Runs whose submission (`engine.run`) is still in flight, per process incarnation: the
     /// host retries or deletes only runs whose own handle has resolved (a user does not act
@@ -526,7 +527,56 @@ async fn node_body(node: NodeCtx) {
     let (worker_engine, worker_sink) = make("worker");
     let nodes = node.world.plan.knobs.nodes;
 
-    // Host: a fresh process starts its own runs; a restarted one leaves them to the workers.
+    // Host: a fresh process starts its own runs; a restarted one leaves them to the workers,
+    // except a submission that died before the run had a meta row (no worker can see it):
+    // the restarted host submits it again, as a job source redelivers an unacknowledged job.
+    if node.incarnation > 0 {
+        let lost: Vec<RunSpec> = {
+            let mut submitting = sh.submitting.borrow_mut();
+            let lost: Vec<String> = submitting
+                .iter()
+                .filter(|(n, i, _)| *n == node.index && *i < node.incarnation)
+                .map(|(_, _, r)| r.clone())
+                .collect();
+            submitting.retain(|(n, i, _)| *n != node.index || *i >= node.incarnation);
+            sh.runs.iter().filter(|s| lost.contains(&s.run_id)).cloned().collect()
+        };
+        for spec in lost {
+            let (engine, sink, sh) = (engine.clone(), sink.clone(), sh.clone());
+            let actor = sink.owner.clone();
+            let (index, incarnation) = (node.index, node.incarnation);
+            let ttl = node.world.plan.knobs.ttl_ms;
+            sh.host_op(index, incarnation, 1);
+            sh.submitting.borrow_mut().insert((index, incarnation, spec.run_id.clone()));
+            madsim::task::spawn_local(under_actor(&actor, async move {
+                // The dead submission may still hold its lease: wait out a few ttls.
+                for attempt in 0..4 {
+                    match engine.journal().get_meta(&spec.run_id).await {
+                        Ok(None) => {}
+                        Ok(Some(_)) => break, // it got its meta row: the workers have it
+                        Err(StoreError::Crashed { .. }) => return,
+                        Err(_) => {
+                            madsim::time::sleep(Duration::from_millis(ttl)).await;
+                            continue;
+                        }
+                    }
+                    sink.submitted(&spec.run_id, &spec.workflow);
+                    let r = engine.run_with(&spec.run_id, &spec.workflow, &spec.options).await;
+                    let held = matches!(r, Err(EngineError::Store(StoreError::LeaseHeld { .. })));
+                    sink.settled(&spec.run_id, "run", &r);
+                    if matches!(r, Err(ref e) if e.is_crash()) {
+                        return;
+                    }
+                    if !held || attempt == 3 {
+                        break;
+                    }
+                    madsim::time::sleep(Duration::from_millis(ttl)).await;
+                }
+                sh.host_op(index, incarnation, -1);
+                sh.submitting.borrow_mut().remove(&(index, incarnation, spec.run_id.clone()));
+            }));
+        }
+    }
     if node.incarnation == 0 {
         for spec in
             sh.runs.iter().enumerate().filter(|(i, _)| *i as u32 % nodes == node.index).map(|(_, s)| s)
@@ -675,7 +725,10 @@ async fn worker_loop(
     while !sh.stop.get() {
         let stop_after_ms =
             (sh.stops && !sh.heal.get() && sr.chance(STOP_PER_MILLE)).then(|| sr.between(5, 150));
-        match sweep_maybe_stopped(&worker, stop_after_ms).await {
+        sh.host_op(index, incarnation, 1);
+        let swept = sweep_maybe_stopped(&worker, stop_after_ms).await;
+        sh.host_op(index, incarnation, -1);
+        match swept {
             Ok(report) => {
                 for (run_id, outcome) in &report.driven {
                     sink.settled(run_id, "drive", &Ok(outcome.clone()));

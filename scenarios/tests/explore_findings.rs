@@ -75,4 +75,40 @@ fn a_delete_run_cut_after_its_blobs_is_not_a_prune() {
         h.calls.iter().any(|c| c.op == OpKind::BlobDelete && c.run_id == "run-10" && c.applied.is_some()),
         "no checkpoint delete of run-10 applied"
     );
+    // One step earlier: the crash inside the cascade's blob delete, after its commit.
+    let out = replay("prune-only-spent-checkpoints-765791116.json");
+    assert!(
+        out.history.faults.iter().any(|f| f.point == FaultPoint::SqliteBlobDeleteAfterCommit
+            && f.kind == FaultKind::Crash
+            && f.run_id.as_deref() == Some("run-1_")),
+        "the plan no longer crashes run-1_'s cascade inside its blob delete"
+    );
+}
+
+#[test]
+fn the_heal_waits_for_a_sweep_stalled_across_it() {
+    let out = replay("all-runs-settle-after-heal-866119494.json");
+    let h = &out.history;
+    assert!(
+        h.faults.iter().any(|f| f.point == FaultPoint::WorkerSweepAfterAcquire && f.kind == FaultKind::Stall),
+        "the plan no longer stalls a sweep"
+    );
+    // The stalled sweep's late drive of run-10 settles it before the world stops.
+    assert!(payload_has(h, "run-10", OpKind::PutMeta, "\"status\":\"ok\""), "run-10 never settled ok");
+}
+
+#[test]
+fn a_restarted_host_submits_a_run_that_never_got_its_meta() {
+    let out = replay("engine-quorum-39436133.json");
+    let h = &out.history;
+    assert!(
+        h.faults.iter().any(|f| f.point == FaultPoint::SqlitePutMetaAfterCheck && f.kind == FaultKind::Crash),
+        "the plan no longer crashes the submission before its meta"
+    );
+    let submits = h
+        .facts
+        .iter()
+        .filter(|f| matches!(&f.kind, sim::history::FactKind::Submitted { run_id, .. } if run_id == "tmp-1"))
+        .count();
+    assert_eq!(submits, 2, "the restarted host did not submit tmp-1 again");
 }

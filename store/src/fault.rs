@@ -188,6 +188,9 @@ fault_points! {
     /// A cancel stopped the segment's body; the cut dispatch's `cancelled` terminal and the
     /// settle are not written yet.
     EngineCancelBeforeDrain => "engine.cancel.before_drain", Engine;
+    /// A host `delete_run`: the run's blobs are listed; none is deleted yet (the mark that
+    /// says the blob deletes that follow under this lease are a deletion's, not a prune's).
+    EngineDeleteBeforeBlobs => "engine.delete.before_blobs", Engine;
 }
 
 impl FaultPoint {

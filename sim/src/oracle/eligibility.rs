@@ -8,7 +8,7 @@
 //! `history::under_actor`); a checkpoint delete followed by the same identity's journal
 //! delete of the run under the same lease, or made under a lease the worker took for
 //! retention (the `worker.retention.after_acquire` mark) or in a `deleteRun` the identity
-//! reached the end of (the `engine.delete.after_blobs` mark), is part of a deletion cascade,
+//! began (the `engine.delete.before_blobs` mark), is part of a deletion cascade,
 //! judged by the run's status, not as a prune.
 
 use std::collections::BTreeMap;
@@ -119,11 +119,11 @@ fn prune_only_spent_checkpoints(j: &Judged, out: &mut Vec<Witness>) {
         if cascade {
             return;
         }
-        // A `deleteRun` cascade a crash cut between its blob deletes and its journal delete:
-        // the identity reached the cascade's `engine.delete.after_blobs` under this lease.
-        // Its blob deletes are the deletion's, lawful only while the run's meta is terminal.
+        // A `deleteRun` cascade a crash cut before its journal delete (after any of its blob
+        // deletes): the identity began the cascade (`engine.delete.before_blobs`) under this
+        // lease. Its blob deletes are the deletion's, lawful only while the meta is terminal.
         let cut_delete = j.history.marks.iter().any(|m| {
-            m.point == "engine.delete.after_blobs"
+            m.point == "engine.delete.before_blobs"
                 && m.node == c.node
                 && m.incarnation == c.incarnation
                 && m.run_id == c.run_id
@@ -307,7 +307,7 @@ mod tests {
                 applied_count: calls.len(),
                 calls,
                 marks: vec![crate::history::Mark {
-                    point: "engine.delete.after_blobs",
+                    point: "engine.delete.before_blobs",
                     node: 0,
                     incarnation: 0,
                     run_id: "r".into(),

@@ -321,16 +321,26 @@ where
     /// rulvar's `deleteRun`: list the run's blobs, delete each (carrying `lease`), then the
     /// journal delete (entries, meta, lease row) carrying `lease`.
     pub async fn delete_run(&self, run_id: &str, lease: Option<&Lease>) -> Result<(), EngineError> {
-        self.delete_cascade(run_id, lease, FaultPoint::EngineDeleteAfterBlobs).await
+        self.delete_cascade(
+            run_id,
+            lease,
+            Some(FaultPoint::EngineDeleteBeforeBlobs),
+            FaultPoint::EngineDeleteAfterBlobs,
+        )
+        .await
     }
 
     pub(crate) async fn delete_cascade(
         &self,
         run_id: &str,
         lease: Option<&Lease>,
+        before_blobs: Option<FaultPoint>,
         after_blobs: FaultPoint,
     ) -> Result<(), EngineError> {
         let refs = self.transcripts.list(run_id).await.map_err(EngineError::store)?;
+        if let Some(point) = before_blobs {
+            fault_at(&self.env, point, run_id, lease).await?;
+        }
         for r in &refs {
             self.transcripts.delete(r, lease).await.map_err(EngineError::store)?;
         }

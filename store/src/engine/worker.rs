@@ -303,7 +303,7 @@ where
             EngineThreading::All => Some(&lease),
             EngineThreading::AppendOnly => None,
         };
-        let result = engine.delete_cascade(run_id, passed, FaultPoint::WorkerRetentionAfterBlobs).await;
+        let result = engine.delete_cascade(run_id, passed, None, FaultPoint::WorkerRetentionAfterBlobs).await;
         if matches!(result, Err(EngineError::Crashed { .. })) {
             return result.map(|()| true);
         }
