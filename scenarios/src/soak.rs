@@ -112,14 +112,15 @@ const BOOT_POINTS: &[FaultPoint] = &[
 const BOOT_KEY: &[FaultPoint] = &[FaultPoint::SqliteBootSchema];
 
 impl Soak {
-    /// rulvar's quorum; the lease-core variant counts only the surfaces it storms. The
-    /// small configuration (`size` 1, see `small_knobs`) asks for a small share of it.
+    /// rulvar's quorum; the lease-core variant counts only the surfaces it storms. A `size`
+    /// N above 0 asks for at most N of each activity (the small configuration has size 1,
+    /// see `small_knobs`).
     fn quorum(&self, knobs: &Knobs) -> Activity {
         let full = self.surfaces.quorum();
         if knobs.size == 0 {
             return full;
         }
-        let small = |n: u64| n.min(2);
+        let small = |n: u64| n.min(u64::from(knobs.size));
         Activity {
             epochs: small(full.epochs),
             stale_rejects: small(full.stale_rejects),
@@ -209,14 +210,14 @@ impl Scenario for Soak {
         (2..knobs.nodes).map(|nodes| Knobs { nodes, ..knobs.clone() }).collect()
     }
 
-    /// Two writers, one run, a small quorum (`size` 1: at most two of each activity) and a
+    /// Two writers, one run, a small quorum (`size` 1: at most one of each activity) and a
     /// 10 s cap. The boot race has no small configuration (its point is many processes).
     fn small_knobs(&self) -> Option<Knobs> {
         (self.emphasis != Emphasis::Boot).then_some(Knobs { nodes: 2, ttl_ms: 250, size: 1, cap_ms: 10_000 })
     }
 
     fn shared(&self, plan: &Plan) -> Rc<dyn Any> {
-        Rc::new(SoakShared::new(plan.seed, plan.knobs.ttl_ms, plan.knobs.nodes))
+        Rc::new(SoakShared::new(plan.seed, plan.knobs.ttl_ms, plan.knobs.nodes, plan.knobs.size > 0))
     }
 
     fn node_main(&self, node: NodeCtx) -> LocalFuture<'static, ()> {
@@ -229,6 +230,7 @@ impl Scenario for Soak {
                 seed: shared.seed,
                 ttl_ms: shared.ttl_ms,
                 surfaces,
+                small: shared.small,
             };
             let writer = Writer::new(spec, node.store, node.env.clone(), shared.clone());
             match writer.run().await {

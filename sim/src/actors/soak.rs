@@ -107,16 +107,19 @@ pub struct SoakShared {
     pub done: RefCell<Vec<bool>>,
     pub seed: u64,
     pub ttl_ms: u64,
+    /// The writers run the small workload ([`WriterSpec::small`]).
+    pub small: bool,
 }
 
 impl SoakShared {
-    pub fn new(seed: u64, ttl_ms: u64, nodes: u32) -> SoakShared {
+    pub fn new(seed: u64, ttl_ms: u64, nodes: u32, small: bool) -> SoakShared {
         SoakShared {
             events: RefCell::new(Vec::new()),
             stop: Cell::new(false),
             done: RefCell::new(vec![false; nodes as usize]),
             seed,
             ttl_ms,
+            small,
         }
     }
 
@@ -261,6 +264,11 @@ pub struct WriterSpec {
     pub seed: u64,
     pub ttl_ms: u64,
     pub surfaces: Surfaces,
+    /// The small configuration of `explore --exhaustive`: one or two operations per tenure
+    /// and acquire polls a fifth to a half of the ttl apart (instead of 3 to 8 operations
+    /// and 3 to 15 ms), so that a run reaches few enough fault points to enumerate every
+    /// plan of two faults. The dice are drawn alike; only their scale differs.
+    pub small: bool,
 }
 
 /// One writer.
@@ -269,6 +277,8 @@ pub struct Writer {
     pub w: u32,
     pub owner: String,
     pub ttl_ms: u64,
+    /// See [`WriterSpec::small`].
+    pub small: bool,
     pub store: RecordedStore,
     pub blobs: RecordedTranscripts,
     /// Clock and sleeps (virtual on madsim, real in a real process).
@@ -294,6 +304,7 @@ impl Writer {
             w: spec.w,
             owner: format!("soak-w{}", spec.w),
             ttl_ms: spec.ttl_ms,
+            small: spec.small,
             store,
             blobs,
             env,
@@ -390,7 +401,12 @@ impl Writer {
         let lease = match self.store.acquire(SOAK_RUN, &self.owner).await {
             Ok(l) => l,
             Err(StoreError::LeaseHeld { .. } | StoreError::Busy { .. }) => {
-                let ms = 3 + (self.unit() * 12.0) as u64;
+                let u = self.unit();
+                let ms = if self.small {
+                    self.ttl_ms / 5 + (u * (self.ttl_ms * 3 / 10) as f64) as u64
+                } else {
+                    3 + (u * 12.0) as u64
+                };
                 self.sleep_ms(ms).await;
                 return Ok(());
             }
@@ -423,7 +439,8 @@ impl Writer {
             }
         }
 
-        let ops = 3 + (self.unit() * 6.0) as u64;
+        let u = self.unit();
+        let ops = if self.small { 1 + (u * 2.0) as u64 } else { 3 + (u * 6.0) as u64 };
         let mut alive = true;
         let mut victims = 0u64;
         for _ in 0..ops {

@@ -127,9 +127,10 @@ impl ExploreReport {
                 "  {plans} plans of at most {k} faults{}",
                 match (self.complete == Some(true), self.failures.is_empty()) {
                     (true, true) => ": complete (no plan of at most that many faults fails)",
-                    (true, false) => ": complete, with failures",
+                    (true, false) => ": complete, with counterexamples",
                     (false, true) => ": NOT complete (the budget ran out)",
-                    (false, false) => ": stopped at a counterexample",
+                    (false, false) if self.stopped_by == "failure" => ": stopped at a counterexample",
+                    (false, false) => ": NOT complete (the budget ran out), with counterexamples",
                 }
             );
         }

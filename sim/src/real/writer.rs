@@ -123,6 +123,7 @@ pub fn run(cfg: &WriterConfig) -> i32 {
             seed: cfg.seed,
             ttl_ms: cfg.ttl_ms,
             surfaces: cfg.surfaces,
+            small: false,
         };
         let writer =
             Writer::new(spec, RecordedStore { inner: store.into(), caller }, env.clone(), host.clone());
