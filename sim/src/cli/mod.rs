@@ -513,6 +513,7 @@ fn command(catalog: &[&'static dyn Scenario]) -> i32 {
             println!("{} seeds per second on one core: {:.1}", scenario.name(), report.seeds_per_sec);
             let explored = crate::explore::bench(scenario, report.seeds_run);
             println!("{explored}");
+            println!("{}", crate::explore::bench_bookkeeping(scenario, report.seeds_run));
             i32::from(!report.failures.is_empty())
         }
         Command::Merge { files, json, ci } => {

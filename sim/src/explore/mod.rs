@@ -188,7 +188,7 @@ pub struct ExploreArgs {
     pub scenario: String,
     #[arg(long, default_value = "current")]
     pub profile: String,
-    /// The run budget (the reproducible one; default 2000, or 100000 plans with --exhaustive).
+    /// The run budget (the reproducible one; default 2000, or 1000000 plans with --exhaustive).
     #[arg(long)]
     pub runs: Option<u64>,
     /// A wall-clock budget in minutes (not reproducible: where it stops depends on the machine).
@@ -252,7 +252,7 @@ fn command_inner(args: ExploreArgs, catalog: &[&'static dyn Scenario]) -> Result
             return Err(format!("--minutes {m} must be a positive number"));
         }
     }
-    let default_runs = if args.exhaustive { 100_000 } else { 2000 };
+    let default_runs = if args.exhaustive { 1_000_000 } else { 2000 };
     let runs = match (args.runs, args.minutes) {
         (Some(0), _) => return Err("--runs must be at least 1".into()),
         (Some(n), _) => n,
@@ -326,6 +326,38 @@ pub fn bench(scenario: &'static dyn Scenario, runs: u64) -> String {
         }
         Err(e) => format!("explore: {e}"),
     }
+}
+
+/// `fencesim bench`'s bookkeeping line: the sweep's own plans (seeds `0..runs`) run once
+/// through the sweep's path and once through the explorer's (occurrence counting, the
+/// reached triples, the states and findings of each run), alternating in blocks of 25 seeds
+/// so both halves meet the same machine. The difference is what exploring adds to a run,
+/// apart from the plans it chooses.
+pub fn bench_bookkeeping(scenario: &'static dyn Scenario, runs: u64) -> String {
+    let (mut sweep_s, mut explore_s) = (0.0f64, 0.0f64);
+    let mut start = 0;
+    while start < runs {
+        let end = (start + 25).min(runs);
+        let t = crate::machine::cpu_times();
+        for seed in start..end {
+            let _ = crate::runner::execute_for_sweep(scenario, ProfileName::Current, seed);
+        }
+        sweep_s += crate::machine::cpu_times().since(&t).own_s;
+        let t = crate::machine::cpu_times();
+        for seed in start..end {
+            let plan = crate::runner::lazy_plan_for(scenario, ProfileName::Current, seed);
+            let _ = search::run_one(scenario, ProfileName::Current, plan);
+        }
+        explore_s += crate::machine::cpu_times().since(&t).own_s;
+        start = end;
+    }
+    let per = |s: f64| s * 1000.0 / runs.max(1) as f64;
+    format!(
+        "explore bookkeeping on the same {runs} plans: {:.2} ms CPU per run through the explorer's path, {:.2} ms through the sweep's ({:+.1}%)",
+        per(explore_s),
+        per(sweep_s),
+        if sweep_s > 0.0 { (explore_s / sweep_s - 1.0) * 100.0 } else { 0.0 }
+    )
 }
 
 /// `fencesim findings --explore-seeds N`: for every row of `report`, explore the row's

@@ -34,7 +34,7 @@ pub struct RunResult {
     pub findings: Vec<String>,
 }
 
-fn run_one(scenario: &'static dyn Scenario, profile: ProfileName, plan: Plan) -> RunResult {
+pub(super) fn run_one(scenario: &'static dyn Scenario, profile: ProfileName, plan: Plan) -> RunResult {
     match execute_counting(scenario, profile, plan.clone()) {
         Ok(out) => {
             let mut properties: Vec<String> = out.violations.iter().map(|v| v.property.to_string()).collect();
