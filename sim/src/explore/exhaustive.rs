@@ -27,6 +27,9 @@ use super::{ExploreOptions, ExploreReport, BATCH};
 use crate::plan::{Decision, Plan};
 use crate::world::Scenario;
 
+/// The most plans the enumeration holds queued (about 1 GB).
+pub const MAX_QUEUED: usize = 4_000_000;
+
 /// Enumerate; `Err` on bad input (no small configuration).
 pub fn exhaustive(
     scenario: &'static dyn Scenario,
@@ -53,6 +56,13 @@ pub fn exhaustive(
     while !queue.is_empty() {
         if tally.runs >= opts.runs {
             stopped_by = "runs";
+            break;
+        }
+        // Each queued plan is held whole: past this many the enumeration is too large for
+        // memory (a profile whose every run fails, extended with --keep-going, queues tens of
+        // millions), and it stops as not complete rather than exhaust the machine.
+        if queue.len() > MAX_QUEUED {
+            stopped_by = "queue";
             break;
         }
         if progress.over(opts.minutes) {

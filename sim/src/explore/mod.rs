@@ -85,7 +85,8 @@ pub struct ExploreReport {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub max_faults: Option<u32>,
     /// Why the search stopped: `runs` (the budget), `minutes` (wall clock), `failure`,
-    /// `complete` (exhaustive).
+    /// `complete` or `queue` (exhaustive: every plan ran, or more were queued than memory
+    /// allows).
     pub stopped_by: String,
     pub runs_per_sec: f64,
     pub wall_ms: u64,
@@ -128,8 +129,14 @@ impl ExploreReport {
                 match (self.complete == Some(true), self.failures.is_empty()) {
                     (true, true) => ": complete (no plan of at most that many faults fails)",
                     (true, false) => ": complete, with counterexamples",
+                    (false, true) if self.stopped_by == "queue" => {
+                        ": NOT complete (more plans queued than memory allows)"
+                    }
                     (false, true) => ": NOT complete (the budget ran out)",
                     (false, false) if self.stopped_by == "failure" => ": stopped at a counterexample",
+                    (false, false) if self.stopped_by == "queue" => {
+                        ": NOT complete (more plans queued than memory allows), with counterexamples"
+                    }
                     (false, false) => ": NOT complete (the budget ran out), with counterexamples",
                 }
             );

@@ -5,8 +5,9 @@
 //! occurrence or another node; drop a decision; splice two entries; change the knobs
 //! within the scenario's range (decisions and clocks of nodes that no longer exist are
 //! dropped); run the same decisions under another seed (another schedule and workload);
-//! or, now and then, a fresh seed's own derived plan. Everything draws from the rng it is
-//! given: the same corpus and rng give the same candidates.
+//! or, for 30% of candidates, a fresh seed's own derived plan (the workload a seed draws
+//! matters as much as its faults; see BENCHMARKS.md, "Guided exploration"). Everything
+//! draws from the rng it is given: the same corpus and rng give the same candidates.
 
 use rand_chacha::ChaCha8Rng;
 use store::{FaultPoint, Moment};
@@ -78,7 +79,7 @@ impl Mutator<'_> {
 
     /// One candidate.
     pub fn candidate(&self, r: &mut ChaCha8Rng) -> Plan {
-        if self.corpus.is_empty() || r.chance(60) {
+        if self.corpus.is_empty() || r.chance(300) {
             return self.fresh(r);
         }
         let parent = &self.corpus[pick(r, &self.energy)];
