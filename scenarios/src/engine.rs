@@ -33,7 +33,7 @@ use sim::recorded::{RecordedStore, RecordedTranscripts};
 use sim::seed::{rng, Draw};
 use sim::verdict::{required, Required};
 use sim::world::{NodeCtx, Scenario, WorldState};
-use store::engine::{audit_run, repair_run, Engine, EngineError, RepairAction, RunOptions, Worker, Workflow};
+use store::engine::{audit_run, repair_run, Engine, RepairAction, RunOptions, Worker, Workflow};
 use store::{
     FaultPoint, JournalStore, LeasableStore, LocalFuture, MetaLookup, Moment, RunFilter, RunMeta, RunStatus,
     StoreError,
@@ -529,72 +529,40 @@ async fn node_body(node: NodeCtx) {
 
     // Host: a fresh process starts its own runs; a restarted one leaves them to the workers,
     // except a submission that died before the run had a meta row (no worker can see it):
-    // the restarted host submits it again, as a job source redelivers an unacknowledged job.
-    if node.incarnation > 0 {
-        let lost: Vec<RunSpec> = {
-            let mut submitting = sh.submitting.borrow_mut();
-            let lost: Vec<String> = submitting
-                .iter()
-                .filter(|(n, i, _)| *n == node.index && *i < node.incarnation)
-                .map(|(_, _, r)| r.clone())
-                .collect();
-            submitting.retain(|(n, i, _)| *n != node.index || *i >= node.incarnation);
-            sh.runs.iter().filter(|s| lost.contains(&s.run_id)).cloned().collect()
-        };
-        for spec in lost {
-            let (engine, sink, sh) = (engine.clone(), sink.clone(), sh.clone());
-            let actor = sink.owner.clone();
-            let (index, incarnation) = (node.index, node.incarnation);
-            let ttl = node.world.plan.knobs.ttl_ms;
-            sh.host_op(index, incarnation, 1);
-            sh.submitting.borrow_mut().insert((index, incarnation, spec.run_id.clone()));
-            madsim::task::spawn_local(under_actor(&actor, async move {
-                // The dead submission may still hold its lease: wait out a few ttls.
-                for attempt in 0..4 {
-                    match engine.journal().get_meta(&spec.run_id).await {
-                        Ok(None) => {}
-                        Ok(Some(_)) => break, // it got its meta row: the workers have it
-                        Err(StoreError::Crashed { .. }) => return,
-                        Err(_) => {
-                            madsim::time::sleep(Duration::from_millis(ttl)).await;
-                            continue;
-                        }
-                    }
-                    sink.submitted(&spec.run_id, &spec.workflow);
-                    let r = engine.run_with(&spec.run_id, &spec.workflow, &spec.options).await;
-                    let held = matches!(r, Err(EngineError::Store(StoreError::LeaseHeld { .. })));
-                    sink.settled(&spec.run_id, "run", &r);
-                    if matches!(r, Err(ref e) if e.is_crash()) {
-                        return;
-                    }
-                    if !held || attempt == 3 {
-                        break;
-                    }
-                    madsim::time::sleep(Duration::from_millis(ttl)).await;
-                }
-                sh.host_op(index, incarnation, -1);
-                sh.submitting.borrow_mut().remove(&(index, incarnation, spec.run_id.clone()));
-            }));
-        }
-    }
-    if node.incarnation == 0 {
-        for spec in
-            sh.runs.iter().enumerate().filter(|(i, _)| *i as u32 % nodes == node.index).map(|(_, s)| s)
-        {
-            let (engine, sink, spec, sh) = (engine.clone(), sink.clone(), spec.clone(), sh.clone());
-            let actor = sink.owner.clone();
-            let (index, incarnation) = (node.index, node.incarnation);
-            sh.host_op(index, incarnation, 1);
-            sh.submitting.borrow_mut().insert((index, incarnation, spec.run_id.clone()));
-            madsim::task::spawn_local(under_actor(&actor, async move {
+    // the restarted host submits it again (see `submit`).
+    let ttl = node.world.plan.knobs.ttl_ms;
+    let mine: Vec<(RunSpec, bool)> = if node.incarnation > 0 {
+        let mut submitting = sh.submitting.borrow_mut();
+        let lost: Vec<String> = submitting
+            .iter()
+            .filter(|(n, i, _)| *n == node.index && *i < node.incarnation)
+            .map(|(_, _, r)| r.clone())
+            .collect();
+        submitting.retain(|(n, i, _)| *n != node.index || *i >= node.incarnation);
+        sh.runs.iter().filter(|s| lost.contains(&s.run_id)).map(|s| (s.clone(), true)).collect()
+    } else {
+        sh.runs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i as u32 % nodes == node.index)
+            .map(|(_, s)| (s.clone(), false))
+            .collect()
+    };
+    for (spec, redelivered) in mine {
+        let (engine, sink, sh) = (engine.clone(), sink.clone(), sh.clone());
+        let actor = sink.owner.clone();
+        let (index, incarnation) = (node.index, node.incarnation);
+        sh.host_op(index, incarnation, 1);
+        sh.submitting.borrow_mut().insert((index, incarnation, spec.run_id.clone()));
+        madsim::task::spawn_local(under_actor(&actor, async move {
+            if !redelivered {
                 madsim::time::sleep(Duration::from_millis(spec.start_ms)).await;
-                sink.submitted(&spec.run_id, &spec.workflow);
-                let r = engine.run_with(&spec.run_id, &spec.workflow, &spec.options).await;
+            }
+            if submit(&engine, &sink, &spec, ttl, redelivered).await {
                 sh.host_op(index, incarnation, -1);
                 sh.submitting.borrow_mut().remove(&(index, incarnation, spec.run_id.clone()));
-                sink.settled(&spec.run_id, "run", &r);
-            }));
-        }
+            }
+        }));
     }
     if sh.retry_per_mille > 0 {
         let (engine, sink, sh) = (engine.clone(), sink.clone(), sh.clone());
@@ -706,6 +674,36 @@ async fn sweep_maybe_stopped(
         futures::future::Either::Left((swept, _)) => swept,
         futures::future::Either::Right(((), swept)) => swept.await,
     }
+}
+
+/// A host's submission of `spec`, until the run has a meta row. A submission that failed
+/// before the run was persisted (SQLITE_BUSY at its acquire, a lease that expired inside a
+/// stalled acquire) or, `redelivered`, one an earlier process of this host died in, leaves a
+/// run no worker can list: the host makes it again after a ttl (re-reading meta first; up to
+/// four attempts), as a job source redelivers an unacknowledged job. `false`: the process died.
+async fn submit(engine: &SimEngine, sink: &FactSink, spec: &RunSpec, ttl: u64, redelivered: bool) -> bool {
+    for attempt in 0..4u32 {
+        if redelivered || attempt > 0 {
+            match engine.journal().get_meta(&spec.run_id).await {
+                Ok(None) => {}
+                Ok(Some(_)) => return true, // persisted: the workers and retries have it
+                Err(StoreError::Crashed { .. }) => return false,
+                Err(_) => {
+                    madsim::time::sleep(Duration::from_millis(ttl)).await;
+                    continue;
+                }
+            }
+        }
+        sink.submitted(&spec.run_id, &spec.workflow);
+        let r = engine.run_with(&spec.run_id, &spec.workflow, &spec.options).await;
+        sink.settled(&spec.run_id, "run", &r);
+        match r {
+            Ok(_) => return true,
+            Err(e) if e.is_crash() => return false,
+            Err(_) => madsim::time::sleep(Duration::from_millis(ttl)).await,
+        }
+    }
+    true
 }
 
 /// The worker and operator identity's loop: sweep and drive, answer suspensions, prune.

@@ -112,3 +112,23 @@ fn a_restarted_host_submits_a_run_that_never_got_its_meta() {
         .count();
     assert_eq!(submits, 2, "the restarted host did not submit tmp-1 again");
 }
+
+#[test]
+fn a_host_submits_again_a_run_its_failed_submission_never_persisted() {
+    let out = replay("engine-quorum-364595336.json");
+    let h = &out.history;
+    for run in ["run-1", "run-10"] {
+        let submits = h
+            .facts
+            .iter()
+            .filter(|f| matches!(&f.kind, sim::history::FactKind::Submitted { run_id, .. } if run_id == run))
+            .count();
+        assert_eq!(submits, 2, "{run}: its failed submission was not made again");
+    }
+    assert!(
+        h.calls.iter().any(|c| c.op == OpKind::Acquire
+            && c.run_id == "run-1"
+            && matches!(&c.outcome, sim::history::Outcome::Err { code, .. } if code == "busy")),
+        "run-1's first acquire is no longer refused busy"
+    );
+}
