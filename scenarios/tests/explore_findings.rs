@@ -32,6 +32,21 @@ fn payload_has(h: &History, run: &str, op: OpKind, needle: &str) -> bool {
     })
 }
 
+/// Whether the plan injected `kind` at `point` (for `run`, when given).
+fn injected(h: &History, point: FaultPoint, kind: FaultKind, run: Option<&str>) -> bool {
+    h.faults
+        .iter()
+        .any(|f| f.point == point && f.kind == kind && (run.is_none() || f.run_id.as_deref() == run))
+}
+
+/// How many times a host submitted `run`.
+fn submissions(h: &History, run: &str) -> usize {
+    h.facts
+        .iter()
+        .filter(|f| matches!(&f.kind, sim::history::FactKind::Submitted { run_id, .. } if run_id == run))
+        .count()
+}
+
 #[test]
 fn every_stored_explore_finding_passes_under_current() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/explore-findings");
@@ -53,9 +68,7 @@ fn a_cancel_during_a_dangling_redispatch_checkpoint_read_drains_it() {
     let h = &out.history;
     // The window: a stall inside the checkpoint read of the resumed dangling dispatch.
     assert!(
-        h.faults.iter().any(|f| f.point == FaultPoint::SqliteBlobGetBeforeRead
-            && f.kind == FaultKind::Stall
-            && f.run_id.as_deref() == Some("tmp-1x")),
+        injected(h, FaultPoint::SqliteBlobGetBeforeRead, FaultKind::Stall, Some("tmp-1x")),
         "the plan no longer stalls tmp-1x's checkpoint read"
     );
     // The drain journals the cut dispatch's `cancelled` terminal, then the settle.
@@ -68,7 +81,7 @@ fn a_delete_run_cut_after_its_blobs_is_not_a_prune() {
     let out = replay("prune-only-spent-checkpoints-501828839.json");
     let h = &out.history;
     assert!(
-        h.faults.iter().any(|f| f.point == FaultPoint::EngineDeleteAfterBlobs && f.kind == FaultKind::Crash),
+        injected(h, FaultPoint::EngineDeleteAfterBlobs, FaultKind::Crash, None),
         "the plan no longer crashes a deleteRun after its blob deletes"
     );
     assert!(
@@ -78,9 +91,7 @@ fn a_delete_run_cut_after_its_blobs_is_not_a_prune() {
     // One step earlier: the crash inside the cascade's blob delete, after its commit.
     let out = replay("prune-only-spent-checkpoints-765791116.json");
     assert!(
-        out.history.faults.iter().any(|f| f.point == FaultPoint::SqliteBlobDeleteAfterCommit
-            && f.kind == FaultKind::Crash
-            && f.run_id.as_deref() == Some("run-1_")),
+        injected(&out.history, FaultPoint::SqliteBlobDeleteAfterCommit, FaultKind::Crash, Some("run-1_")),
         "the plan no longer crashes run-1_'s cascade inside its blob delete"
     );
 }
@@ -90,7 +101,7 @@ fn the_heal_waits_for_a_sweep_stalled_across_it() {
     let out = replay("all-runs-settle-after-heal-866119494.json");
     let h = &out.history;
     assert!(
-        h.faults.iter().any(|f| f.point == FaultPoint::WorkerSweepAfterAcquire && f.kind == FaultKind::Stall),
+        injected(h, FaultPoint::WorkerSweepAfterAcquire, FaultKind::Stall, None),
         "the plan no longer stalls a sweep"
     );
     // The stalled sweep's late drive of run-10 settles it before the world stops.
@@ -102,15 +113,10 @@ fn a_restarted_host_submits_a_run_that_never_got_its_meta() {
     let out = replay("engine-quorum-39436133.json");
     let h = &out.history;
     assert!(
-        h.faults.iter().any(|f| f.point == FaultPoint::SqlitePutMetaAfterCheck && f.kind == FaultKind::Crash),
+        injected(h, FaultPoint::SqlitePutMetaAfterCheck, FaultKind::Crash, None),
         "the plan no longer crashes the submission before its meta"
     );
-    let submits = h
-        .facts
-        .iter()
-        .filter(|f| matches!(&f.kind, sim::history::FactKind::Submitted { run_id, .. } if run_id == "tmp-1"))
-        .count();
-    assert_eq!(submits, 2, "the restarted host did not submit tmp-1 again");
+    assert_eq!(submissions(h, "tmp-1"), 2, "the restarted host did not submit tmp-1 again");
 }
 
 #[test]
@@ -118,12 +124,7 @@ fn a_host_submits_again_a_run_its_failed_submission_never_persisted() {
     let out = replay("engine-quorum-364595336.json");
     let h = &out.history;
     for run in ["run-1", "run-10"] {
-        let submits = h
-            .facts
-            .iter()
-            .filter(|f| matches!(&f.kind, sim::history::FactKind::Submitted { run_id, .. } if run_id == run))
-            .count();
-        assert_eq!(submits, 2, "{run}: its failed submission was not made again");
+        assert_eq!(submissions(h, run), 2, "{run}: its failed submission was not made again");
     }
     assert!(
         h.calls.iter().any(|c| c.op == OpKind::Acquire
