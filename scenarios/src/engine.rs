@@ -574,6 +574,9 @@ async fn node_body(node: NodeCtx) {
             // A stream of its own, so labels leave the retry draws as they were.
             let mut lr = rng(sh.seed, "host-list", u64::from(index) << 32 | u64::from(incarnation));
             let mut dr = rng(sh.seed, "host-delete", u64::from(index) << 32 | u64::from(incarnation));
+            // Whether a host delete takes a lease: a stream of its own (the delete draws stay).
+            let mut ur =
+                rng(sh.seed, "host-delete-unleased", u64::from(index) << 32 | u64::from(incarnation));
             let mine: Vec<RunSpec> = sh
                 .runs
                 .iter()
@@ -623,7 +626,8 @@ async fn node_body(node: NodeCtx) {
                     // The user deletes the finished run instead (it may be retried later,
                     // which recreates it).
                     sh.host_op(index, incarnation, 1);
-                    let alive = host_delete(&engine, &sink, &spec.run_id).await;
+                    let leased = !ur.chance(UNLEASED_DELETE_PER_MILLE);
+                    let alive = host_delete(&engine, &sink, &spec.run_id, leased).await;
                     sh.host_op(index, incarnation, -1);
                     if !alive {
                         return;
@@ -864,11 +868,36 @@ async fn prune_one(engine: &SimEngine, sink: &FactSink, r: &mut impl Draw) -> bo
 /// per mille.
 const HOST_DELETE_PER_MILLE: u32 = 500;
 
+/// Of the host deletes, the share made without a lease (rulvar's `deleteRun` with no lease:
+/// unfenced, a host-owned decision; docs/engine-model.md 6.1), per mille.
+const UNLEASED_DELETE_PER_MILLE: u32 = 300;
+
 /// A host's `deleteRun` of one of its runs it saw terminal: under a brief lease of its own
 /// (a held run is left alone), re-read the meta and delete only a run still terminal, with
-/// its blobs (the engine's cascade, the lease passed). `false`: the process died.
-async fn host_delete(engine: &SimEngine, sink: &FactSink, run_id: &str) -> bool {
+/// its blobs (the engine's cascade, the lease passed). Not `leased`: the same without the
+/// lease, so the store's unleased delete path (and its single transaction) meets the other
+/// writers. `false`: the process died.
+async fn host_delete(engine: &SimEngine, sink: &FactSink, run_id: &str, leased: bool) -> bool {
     let journal = engine.journal();
+    if !leased {
+        match journal.get_meta(run_id).await {
+            Ok(Some(m)) if m.status.is_terminal() => {}
+            Err(StoreError::Crashed { .. }) => return false,
+            _ => return true,
+        }
+        return match engine.delete_run(run_id, None).await {
+            Ok(()) => true,
+            Err(e) if e.is_crash() => false,
+            Err(e) => {
+                sink.fact(FactKind::Failed {
+                    run_id: run_id.to_string(),
+                    what: "delete".into(),
+                    error: e.to_string(),
+                });
+                true
+            }
+        };
+    }
     let lease = match journal.acquire(run_id, engine.owner()).await {
         Ok(l) => l,
         Err(StoreError::Crashed { .. }) => return false,
