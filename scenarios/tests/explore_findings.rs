@@ -94,6 +94,19 @@ fn a_delete_run_cut_after_its_blobs_is_not_a_prune() {
         injected(&out.history, FaultPoint::SqliteBlobDeleteAfterCommit, FaultKind::Crash, Some("run-1_")),
         "the plan no longer crashes run-1_'s cascade inside its blob delete"
     );
+    // A host's unleased deleteRun, cut after its blob deletes.
+    let out = replay("prune-only-spent-checkpoints-994855018.json");
+    assert!(
+        injected(&out.history, FaultPoint::EngineDeleteAfterBlobs, FaultKind::Crash, Some("run-1")),
+        "the plan no longer crashes run-1's unleased cascade"
+    );
+    assert!(
+        out.history
+            .calls
+            .iter()
+            .any(|c| c.op == OpKind::BlobDelete && c.run_id == "run-1" && c.lease.is_none()),
+        "run-1's checkpoint is no longer deleted without a lease"
+    );
 }
 
 #[test]

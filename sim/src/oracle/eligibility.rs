@@ -120,14 +120,16 @@ fn prune_only_spent_checkpoints(j: &Judged, out: &mut Vec<Witness>) {
             return;
         }
         // A `deleteRun` cascade a crash cut before its journal delete (after any of its blob
-        // deletes): the identity began the cascade (`engine.delete.before_blobs`) under this
-        // lease. Its blob deletes are the deletion's, lawful only while the meta is terminal.
+        // deletes): the process began the cascade (`engine.delete.before_blobs`) before this
+        // blob delete, under this lease or, like it, under none (a host's unleased delete).
+        // Its blob deletes are the deletion's, lawful only while the meta is terminal.
+        let at = c.applied.as_ref().map_or(usize::MAX, |a| a.order);
         let cut_delete = j.history.marks.iter().any(|m| {
             m.point == "engine.delete.before_blobs"
                 && m.node == c.node
                 && m.incarnation == c.incarnation
                 && m.run_id == c.run_id
-                && m.epoch.is_some()
+                && m.applied_before <= at
                 && m.epoch == c.lease.as_ref().map(|l| l.epoch.0)
         });
         if cut_delete {
@@ -312,7 +314,7 @@ mod tests {
                     incarnation: 0,
                     run_id: "r".into(),
                     epoch: Some(4),
-                    applied_before: 3,
+                    applied_before: 2,
                 }],
                 ..History::default()
             }
@@ -336,6 +338,14 @@ mod tests {
         );
         // Without the cascade's mark, a terminal run's unspent checkpoint delete is a prune.
         let h = History { marks: Vec::new(), ..cut("ok") };
+        assert_eq!(judged(&h).len(), 1);
+        // A host's unleased deleteRun: the mark and the blob delete carry no lease.
+        let mut h = cut("ok");
+        h.calls[2].lease = None;
+        h.marks[0].epoch = None;
+        assert!(judged(&h).is_empty());
+        // A mark after the blob delete does not make it a deletion's.
+        h.marks[0].applied_before = 3;
         assert_eq!(judged(&h).len(), 1);
     }
 }
