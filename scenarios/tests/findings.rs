@@ -172,6 +172,9 @@ fn explore_from_the_generic_soak_finds_t_and_the_table_shows_it() {
     let x = report.findings[0].explore.as_ref().expect("an explore column");
     assert_eq!((x.scenario.as_str(), x.runs, x.first_run.len()), ("soak", 50, 2));
     assert!(x.first_run.iter().all(|r| r.is_some_and(|run| (1..=50).contains(&run))), "{x:?}");
+    // The sweeps of the disjoint ranges (seeds 0.. and 100000..): the soak finds T in each.
+    assert_eq!(x.sweep_first_run.len(), 2, "{x:?}");
+    assert!(x.sweep_first_run.iter().all(|r| r.is_some_and(|run| (1..=50).contains(&run))), "{x:?}");
     let table = report.table();
     assert!(table.contains("explore from the generic scenario"), "{table}");
     assert!(table.lines().any(|l| l.trim_start().starts_with("T ") && l.contains("median")), "{table}");

@@ -273,15 +273,35 @@ pub struct ExploreVersus {
     pub runs: u64,
     /// Per search seed `0..`, the run at which the row's matcher first matched.
     pub first_run: Vec<Option<u64>>,
+    /// The seed sweep's counterpart, one sample per search: sweep `k` runs the seeds
+    /// `k * SWEEP_STRIDE ..` (the same budget), and this is the run (1-based) at which the
+    /// row's matcher first matched. One sweep from seed 0 is a single draw of a geometric
+    /// variable; the median over as many disjoint ranges as there are searches is the fair
+    /// comparison.
+    #[serde(default)]
+    pub sweep_first_run: Vec<Option<u64>>,
+}
+
+/// How far apart the disjoint seed ranges of [`ExploreVersus::sweep_first_run`] start.
+pub const SWEEP_STRIDE: u64 = 100_000;
+
+/// The median run of first detection, counting a miss as later than any budget (`None`
+/// when half or more missed; the lower middle of an even count).
+pub fn median_first(first_run: &[Option<u64>]) -> Option<u64> {
+    let mut runs: Vec<u64> = first_run.iter().map(|r| r.unwrap_or(u64::MAX)).collect();
+    runs.sort_unstable();
+    runs.get(runs.len().saturating_sub(1) / 2).copied().filter(|&r| r != u64::MAX)
 }
 
 impl ExploreVersus {
-    /// The median run of first detection over the searches, counting a miss as later than
-    /// any budget (`None` when half or more missed).
+    /// The explorer's median (see [`median_first`]).
     pub fn median(&self) -> Option<u64> {
-        let mut runs: Vec<u64> = self.first_run.iter().map(|r| r.unwrap_or(u64::MAX)).collect();
-        runs.sort_unstable();
-        runs.get(runs.len().saturating_sub(1) / 2).copied().filter(|&r| r != u64::MAX)
+        median_first(&self.first_run)
+    }
+
+    /// The seed sweeps' median over their disjoint ranges.
+    pub fn sweep_median(&self) -> Option<u64> {
+        median_first(&self.sweep_first_run)
     }
 }
 
@@ -388,21 +408,24 @@ impl FindingsReport {
         if self.findings.iter().any(|r| r.explore.is_some()) {
             let _ = writeln!(
                 s,
-                "explore from the generic scenario: run of first detection per search seed, beside the sweep's seeds"
+                "explore from the generic scenario: run of first detection per search seed, beside seed sweeps of disjoint ranges (seeds k*{SWEEP_STRIDE}..)"
             );
+            let list = |v: &[Option<u64>]| -> String {
+                v.iter().map(|f| f.map_or("-".to_string(), |v| v.to_string())).collect::<Vec<_>>().join(" ")
+            };
             for r in &self.findings {
                 let Some(x) = &r.explore else { continue };
-                let runs: Vec<String> =
-                    x.first_run.iter().map(|f| f.map_or("-".to_string(), |v| v.to_string())).collect();
+                let med = |m: Option<u64>| m.map_or(format!("> {}", x.runs), |m| m.to_string());
                 let _ = writeln!(
                     s,
-                    "  {:<4} {:<10} {:<14} {:<32} median {:<8} sweep {}",
+                    "  {:<4} {:<10} {:<14} explore {:<28} median {:<7} sweeps {:<28} median {}",
                     r.id,
                     x.scenario,
                     r.profile,
-                    format!("{} (of {} runs)", runs.join(" "), x.runs),
-                    x.median().map_or(format!("> {}", x.runs), |m| m.to_string()),
-                    r.generic_seeds_needed
+                    list(&x.first_run),
+                    med(x.median()),
+                    list(&x.sweep_first_run),
+                    med(x.sweep_median())
                 );
             }
         }
@@ -666,7 +689,13 @@ mod tests {
 
     #[test]
     fn the_explore_median_counts_a_miss_as_later_than_any_run() {
-        let x = |first_run: Vec<Option<u64>>| ExploreVersus { scenario: "soak".into(), runs: 100, first_run };
+        let x = |first_run: Vec<Option<u64>>| ExploreVersus {
+            scenario: "soak".into(),
+            runs: 100,
+            first_run,
+            sweep_first_run: vec![None, Some(40), Some(2)],
+        };
+        assert_eq!(x(Vec::new()).sweep_median(), Some(40));
         assert_eq!(x(vec![Some(7), Some(37), Some(1)]).median(), Some(7));
         assert_eq!(x(vec![Some(89), Some(798), None, Some(750), Some(1310)]).median(), Some(798));
         assert_eq!(x(vec![Some(3), None, None]).median(), None, "two of three missed");
