@@ -379,7 +379,8 @@ fn sweep_first_detection(
     let mut next = start;
     while next < start + runs {
         let end = (next + BATCH as u64).min(start + runs);
-        let plans = (next..end).map(|seed| crate::runner::lazy_plan_for(scenario, finding.profile, seed)).collect();
+        let plans =
+            (next..end).map(|seed| crate::runner::lazy_plan_for(scenario, finding.profile, seed)).collect();
         let results = search::run_batch(scenario, finding.profile, plans, jobs);
         for (i, r) in results.iter().enumerate() {
             if r.findings.iter().any(|f| f == finding.id) {
@@ -425,8 +426,9 @@ pub fn versus_findings(
             let explored = search::explore(scenario, &opts)?;
             first_run.push(explored.findings_first_run.get(finding.id).copied());
         }
-        let sweep_first_run =
-            (0..seeds).map(|k| sweep_first_detection(scenario, finding, k * crate::findings::SWEEP_STRIDE, runs, jobs)).collect();
+        let sweep_first_run = (0..seeds)
+            .map(|k| sweep_first_detection(scenario, finding, k * crate::findings::SWEEP_STRIDE, runs, jobs))
+            .collect();
         row.explore = Some(crate::findings::ExploreVersus {
             scenario: finding.generic.to_string(),
             runs,
