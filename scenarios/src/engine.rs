@@ -879,36 +879,28 @@ const UNLEASED_DELETE_PER_MILLE: u32 = 300;
 /// writers. `false`: the process died.
 async fn host_delete(engine: &SimEngine, sink: &FactSink, run_id: &str, leased: bool) -> bool {
     let journal = engine.journal();
-    if !leased {
-        match journal.get_meta(run_id).await {
-            Ok(Some(m)) if m.status.is_terminal() => {}
+    let lease = if leased {
+        match journal.acquire(run_id, engine.owner()).await {
+            Ok(l) => Some(l),
             Err(StoreError::Crashed { .. }) => return false,
-            _ => return true,
+            Err(_) => return true,
         }
-        return match engine.delete_run(run_id, None).await {
-            Ok(()) => true,
-            Err(e) if e.is_crash() => false,
-            Err(e) => {
-                sink.fact(FactKind::Failed {
-                    run_id: run_id.to_string(),
-                    what: "delete".into(),
-                    error: e.to_string(),
-                });
-                true
-            }
-        };
-    }
-    let lease = match journal.acquire(run_id, engine.owner()).await {
-        Ok(l) => l,
-        Err(StoreError::Crashed { .. }) => return false,
-        Err(_) => return true,
+    } else {
+        None
+    };
+    // Give the brief lease back (if any); `false`: the process died doing so.
+    let release = || async {
+        match &lease {
+            Some(l) => !matches!(journal.release(l).await, Err(StoreError::Crashed { .. })),
+            None => true,
+        }
     };
     match journal.get_meta(run_id).await {
         Ok(Some(m)) if m.status.is_terminal() => {}
         Err(StoreError::Crashed { .. }) => return false,
-        _ => return !matches!(journal.release(&lease).await, Err(StoreError::Crashed { .. })),
+        _ => return release().await,
     }
-    match engine.delete_run(run_id, Some(&lease)).await {
+    match engine.delete_run(run_id, lease.as_ref()).await {
         Ok(()) => true,
         Err(e) if e.is_crash() => false,
         Err(e) => {
@@ -917,7 +909,7 @@ async fn host_delete(engine: &SimEngine, sink: &FactSink, run_id: &str, leased: 
                 what: "delete".into(),
                 error: e.to_string(),
             });
-            !matches!(journal.release(&lease).await, Err(StoreError::Crashed { .. }))
+            release().await
         }
     }
 }

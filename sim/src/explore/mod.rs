@@ -367,31 +367,6 @@ pub fn bench_bookkeeping(scenario: &'static dyn Scenario, runs: u64) -> String {
     )
 }
 
-/// The seed sweep of `scenario` under the row's profile over `start..start + runs`, in
-/// batches on `jobs` threads: the run (1-based) at which the row's matcher first matched.
-fn sweep_first_detection(
-    scenario: &'static dyn Scenario,
-    finding: &crate::findings::Finding,
-    start: u64,
-    runs: u64,
-    jobs: usize,
-) -> Option<u64> {
-    let mut next = start;
-    while next < start + runs {
-        let end = (next + BATCH as u64).min(start + runs);
-        let plans =
-            (next..end).map(|seed| crate::runner::lazy_plan_for(scenario, finding.profile, seed)).collect();
-        let results = search::run_batch(scenario, finding.profile, plans, jobs);
-        for (i, r) in results.iter().enumerate() {
-            if r.findings.iter().any(|f| f == finding.id) {
-                return Some(next - start + i as u64 + 1);
-            }
-        }
-        next = end;
-    }
-    None
-}
-
 /// `fencesim findings --explore-seeds N`: for every row of `report`, explore the row's
 /// generic scenario under its profile with search seeds `0..seeds` (each `runs` runs, going
 /// on after failures, failing plans kept in a scratch directory and removed) and note the run
@@ -426,8 +401,15 @@ pub fn versus_findings(
             let explored = search::explore(scenario, &opts)?;
             first_run.push(explored.findings_first_run.get(finding.id).copied());
         }
+        // The sweep's counterpart: `findings::search` over each disjoint range.
         let sweep_first_run = (0..seeds)
-            .map(|k| sweep_first_detection(scenario, finding, k * crate::findings::SWEEP_STRIDE, runs, jobs))
+            .map(|k| {
+                let start = k * crate::findings::SWEEP_STRIDE;
+                let range = crate::sweep::SeedRange { start, end: start + runs };
+                crate::findings::search(scenario, finding.profile, finding, range, jobs)
+                    .first
+                    .map(|s| s - start + 1)
+            })
             .collect();
         row.explore = Some(crate::findings::ExploreVersus {
             scenario: finding.generic.to_string(),
