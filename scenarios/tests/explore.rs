@@ -120,6 +120,29 @@ fn exhaustive_with_one_fault_enumerates_every_reached_triple_and_action() {
 }
 
 #[test]
+fn exhaustive_keep_going_finds_f3_in_the_full_small_soak_under_v1_44_0() {
+    // v1_44_0's unfenced meta, blob and delete surfaces fail the small soak with no fault;
+    // the deeper F3 window still gets its own counterexample, shrunk against its row.
+    let s = scenario("soak");
+    let dir = tempfile::tempdir().unwrap();
+    let o =
+        ExploreOptions { seed: 0, keep_going: true, ..opts(ProfileName::V1_44_0, 48, 2, None, dir.path()) };
+    let r = exhaustive(s, &o, 2).unwrap();
+    let first = &r.failures[0];
+    assert_eq!(first.run, 1, "{}", r.summary());
+    assert!(first.findings.iter().all(|f| !f.starts_with("F3")), "{:?}", first.findings);
+    let f3 = r
+        .failures
+        .iter()
+        .find(|f| f.findings.iter().any(|id| id.starts_with("F3")))
+        .unwrap_or_else(|| panic!("no F3 counterexample: {}", r.summary()));
+    assert!(r.findings_first_run.keys().any(|id| id.starts_with("F3")));
+    let plan: Plan = serde_json::from_str(&std::fs::read_to_string(&f3.plan_file).unwrap()).unwrap();
+    assert_eq!(plan.decisions.len(), 1, "{plan:?}");
+    assert!(plan.decisions[0].point.ends_with(".after_check"), "{plan:?}");
+}
+
+#[test]
 fn explore_finds_f3s_stale_accept_under_v1_44_0() {
     let s = scenario("f3-check-then-mutate");
     let dir = tempfile::tempdir().unwrap();

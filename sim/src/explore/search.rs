@@ -163,9 +163,16 @@ impl Tally {
         for f in &r.findings {
             self.first_finding.entry(f.clone()).or_insert(self.runs);
         }
-        // One report per property set; without --keep-going only the first failure (the
-        // rest of its batch still counts for detections).
-        if self.failures.iter().any(|f| f.properties == r.properties)
+        // One report per property set, and one per `findings` row no earlier report matched
+        // (under a flawed profile whose every run fails one way, a deeper window still gets
+        // its own counterexample); without --keep-going only the first failure (the rest of
+        // its batch still counts for detections).
+        let new_row = r
+            .findings
+            .iter()
+            .find(|id| !self.failures.iter().any(|f| f.findings.contains(id)))
+            .and_then(|id| crate::findings::finding(id));
+        if (self.failures.iter().any(|f| f.properties == r.properties) && new_row.is_none())
             || (!opts.keep_going && !self.failures.is_empty())
         {
             return Ok(());
@@ -173,10 +180,16 @@ impl Tally {
         let mut plan = r.plan.clone();
         plan.materialize();
         let original = plan.decisions.len();
-        let (minimal, shrink_runs) = match &r.first_property {
-            Some(p) if opts.shrink_runs > 0 => {
-                let target = SameProperty { property: p.clone(), op: None };
-                match shrink(scenario, opts.profile, plan.clone(), &target, opts.shrink_runs) {
+        let same_property = r.first_property.as_ref().map(|p| SameProperty { property: p.clone(), op: None });
+        // A new row shrinks against the row (its property alone may hold with no fault).
+        let target: Option<&dyn crate::shrink::Target> = match (new_row, &same_property) {
+            (Some(row), _) => Some(row),
+            (None, Some(p)) => Some(p),
+            (None, None) => None,
+        };
+        let (minimal, shrink_runs) = match target {
+            Some(t) if opts.shrink_runs > 0 => {
+                match shrink(scenario, opts.profile, plan.clone(), t, opts.shrink_runs) {
                     Ok(s) => (s.minimal, s.runs),
                     Err(_) => (plan, 0),
                 }
