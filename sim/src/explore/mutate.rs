@@ -1,13 +1,19 @@
-//! Candidate plans from the corpus: pick a parent by energy (entries that reached rarer
-//! states are picked more often) and mutate it: put a fault (a short stall, a stall past
-//! the ttl, a stall to the lease expiry instant, or a crash where the scenario allows one)
-//! at a (node, point, occurrence) the parent's run reached; move a fault to a nearby
-//! occurrence or another node; drop a decision; splice two entries; change the knobs
-//! within the scenario's range (decisions and clocks of nodes that no longer exist are
-//! dropped); run the same decisions under another seed (another schedule and workload);
-//! or, for 30% of candidates, a fresh seed's own derived plan (the workload a seed draws
-//! matters as much as its faults; see BENCHMARKS.md, "Guided exploration"). Everything
-//! draws from the rng it is given: the same corpus and rng give the same candidates.
+//! Candidate plans from the corpus. Half of the candidates that are not fresh seeds are
+//! model-guided: an abstract state of the universe no run reached yet whose name gives its
+//! lever (a call of an operation under a relation with a fault never seen there: that fault
+//! at a point of that operation, in an entry that reached the same operation and relation;
+//! an engine crash point against a recovery never seen: a crash there) is aimed at directly
+//! (`aims`). The rest pick a parent by energy (entries that reached rarer states are picked
+//! more often) and mutate it: put a fault (a short stall, a stall past the ttl, a stall to
+//! the lease expiry instant, or a crash where the scenario allows one) at a (node, point,
+//! occurrence) the parent's run reached, half the time weighted toward points few corpus
+//! entries reached (`point_rarity`); move a fault to a nearby occurrence or another node;
+//! drop a decision; splice two entries; change the knobs within the scenario's range
+//! (decisions and clocks of nodes that no longer exist are dropped); run the same decisions
+//! under another seed (another schedule and workload); or, for 30% of candidates, a fresh
+//! seed's own derived plan (the workload a seed draws matters as much as its faults; see
+//! BENCHMARKS.md, "Guided exploration"). Everything draws from the rng it is given: the same
+//! corpus and rng give the same candidates.
 
 use rand_chacha::ChaCha8Rng;
 use store::{FaultPoint, Moment};
@@ -66,6 +72,119 @@ pub struct Mutator<'a> {
     pub profile: &'a str,
     pub corpus: &'a [Entry],
     pub energy: Vec<u64>,
+    /// Unreached states with a known lever (see [`aims`]).
+    pub aims: Vec<Aim>,
+    /// Per fault point (by index): a weight that falls with the corpus entries reaching it.
+    pub point_rarity: Vec<u64>,
+}
+
+/// Per fault point: 2^16 over one plus the corpus entries whose runs reached it.
+pub fn point_rarity(corpus: &[Entry]) -> Vec<u64> {
+    let mut n = vec![0u64; FaultPoint::ALL.len()];
+    for e in corpus {
+        let mut seen = vec![false; n.len()];
+        for &(_, p, _) in &e.reached {
+            seen[p.index()] = true;
+        }
+        for (c, s) in n.iter_mut().zip(seen) {
+            *c += u64::from(s);
+        }
+    }
+    n.into_iter().map(|c| (1u64 << 16) / (1 + c)).collect()
+}
+
+/// What kind of fault a lever puts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lever {
+    Stall,
+    StallToExpiry,
+    CrashBefore,
+    CrashAfterCommit,
+}
+
+/// An abstract state no run reached yet, with a lever the model names: the fault its name
+/// asks for, the points where that fault can stand, and the corpus entries that reached a
+/// neighbour (the same call and relation under another fault or outcome; for an engine
+/// crash, the point itself).
+#[derive(Clone, Debug)]
+pub struct Aim {
+    pub lever: Lever,
+    pub points: Vec<FaultPoint>,
+    pub parents: Vec<usize>,
+}
+
+/// The aims of a corpus: model-guided search (coverage of the abstract model's states
+/// steers it, not only the states reached). `call:<op>:<rel>:<outcome>:<fault>` never
+/// reached with a fault: put that fault at a point of `<op>` in an entry that reached the
+/// same op and relation; `crash:<point>:<recovery>` never reached: a crash at that point in
+/// an entry that reached it. Race, meta and delete states have no single lever.
+pub fn aims(corpus: &[Entry], hits: &[u64], faults: &FaultProfile) -> Vec<Aim> {
+    use std::collections::BTreeMap;
+    let names = crate::oracle::states::universe();
+    // Per state: its name's parts (split once per process).
+    static PARTS: std::sync::OnceLock<Vec<Vec<&'static str>>> = std::sync::OnceLock::new();
+    let parts_of = PARTS.get_or_init(|| names.iter().map(|n| n.split(':').collect()).collect());
+    let mut by_call: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
+    for (i, e) in corpus.iter().enumerate() {
+        for &st in &e.states {
+            let parts = &parts_of[usize::from(st)];
+            let ["call", op, rel, _, _] = parts.as_slice() else { continue };
+            let v = by_call.entry((*op, *rel)).or_default();
+            if v.last() != Some(&i) {
+                v.push(i);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (i, parts) in parts_of.iter().enumerate() {
+        if hits.get(i).copied().unwrap_or(0) > 0 {
+            continue;
+        }
+        match parts.as_slice() {
+            ["call", op, rel, _, fault] if *fault != "none" => {
+                let lever = match *fault {
+                    "stall" => Lever::Stall,
+                    "stall_to_expiry" => Lever::StallToExpiry,
+                    "crash_before" => Lever::CrashBefore,
+                    _ => Lever::CrashAfterCommit,
+                };
+                let prefix = format!("sqlite.{op}.");
+                let points: Vec<FaultPoint> = FaultPoint::ALL
+                    .iter()
+                    .copied()
+                    .filter(|p| p.name().starts_with(&prefix) && faults.points.contains(p))
+                    .filter(|p| match lever {
+                        Lever::Stall => true,
+                        Lever::StallToExpiry => matches!(p.moment(), Moment::Before | Moment::AfterCheck),
+                        Lever::CrashBefore => {
+                            p.moment() != Moment::AfterCommit && faults.crash_points.contains(p)
+                        }
+                        Lever::CrashAfterCommit => {
+                            p.moment() == Moment::AfterCommit && faults.crash_points.contains(p)
+                        }
+                    })
+                    .collect();
+                let Some(parents) = by_call.get(&(*op, *rel)) else { continue };
+                if !points.is_empty() {
+                    out.push(Aim { lever, points, parents: parents.clone() });
+                }
+            }
+            ["crash", point, _] => {
+                let Some(p) = FaultPoint::from_name(point) else { continue };
+                if !faults.crash_points.contains(&p) {
+                    continue;
+                }
+                let parents: Vec<usize> = (0..corpus.len())
+                    .filter(|&e| corpus[e].reached.iter().any(|&(_, q, _)| q == p))
+                    .collect();
+                if !parents.is_empty() {
+                    out.push(Aim { lever: Lever::CrashBefore, points: vec![p], parents });
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 impl Mutator<'_> {
@@ -81,6 +200,14 @@ impl Mutator<'_> {
     pub fn candidate(&self, r: &mut ChaCha8Rng) -> Plan {
         if self.corpus.is_empty() || r.chance(300) {
             return self.fresh(r);
+        }
+        if !self.aims.is_empty() && r.chance(500) {
+            let aim = &self.aims[r.between(0, self.aims.len() as u64 - 1) as usize];
+            let parent = &self.corpus[aim.parents[r.between(0, aim.parents.len() as u64 - 1) as usize]];
+            let mut plan = parent.plan.clone();
+            self.aim_at(r, &mut plan, &parent.reached, aim);
+            normalize(&mut plan);
+            return plan;
         }
         let parent = &self.corpus[pick(r, &self.energy)];
         let mut plan = parent.plan.clone();
@@ -116,7 +243,13 @@ impl Mutator<'_> {
         if slots.is_empty() {
             return;
         }
-        let &(node, point, count) = slots[r.between(0, slots.len() as u64 - 1) as usize];
+        let i = if !self.point_rarity.is_empty() && r.chance(500) {
+            let w: Vec<u64> = slots.iter().map(|(_, p, _)| self.point_rarity[p.index()]).collect();
+            pick(r, &w)
+        } else {
+            r.between(0, slots.len() as u64 - 1) as usize
+        };
+        let &(node, point, count) = slots[i];
         let occurrence = r.between(1, u64::from(count)) as u32;
         let ttl = plan.knobs.ttl_ms;
         let action = match r.between(0, 3) {
@@ -126,6 +259,34 @@ impl Mutator<'_> {
             },
             2 if matches!(point.moment(), Moment::Before | Moment::AfterCheck) => Action::StallToExpiry,
             3 if faults.crash_points.contains(&point) => {
+                Action::Crash { restart_after_ms: r.between(20, 2 * ttl) }
+            }
+            _ => Action::Stall { ms: r.between(ttl * 105 / 100, ttl * 3 / 2) },
+        };
+        plan.decisions.retain(|d| !(d.node == node && d.occurrence == occurrence && d.point == point.name()));
+        plan.decisions.push(Decision { node, point: point.name().to_string(), occurrence, action });
+    }
+
+    /// The aim's fault at a reached occurrence of one of its points.
+    fn aim_at(&self, r: &mut ChaCha8Rng, plan: &mut Plan, reached: &[(u32, FaultPoint, u32)], aim: &Aim) {
+        let faults = self.scenario.faults(&plan.knobs);
+        let slots: Vec<&(u32, FaultPoint, u32)> = reached
+            .iter()
+            .filter(|(n, p, _)| *n < plan.knobs.nodes && aim.points.contains(p) && faults.points.contains(p))
+            .collect();
+        if slots.is_empty() {
+            return;
+        }
+        let &(node, point, count) = slots[r.between(0, slots.len() as u64 - 1) as usize];
+        let occurrence = r.between(1, u64::from(count)) as u32;
+        let ttl = plan.knobs.ttl_ms;
+        let action = match aim.lever {
+            Lever::Stall if r.chance(500) => Action::Stall { ms: r.between(1, 20) },
+            Lever::Stall => Action::Stall {
+                ms: r.between(ttl * 105 / 100, ttl * faults.stall_past_ttl_max_pct.max(106) / 100),
+            },
+            Lever::StallToExpiry => Action::StallToExpiry,
+            Lever::CrashBefore | Lever::CrashAfterCommit if faults.crash_points.contains(&point) => {
                 Action::Crash { restart_after_ms: r.between(20, 2 * ttl) }
             }
             _ => Action::Stall { ms: r.between(ttl * 105 / 100, ttl * 3 / 2) },
@@ -193,4 +354,106 @@ pub fn trim(plan: &mut Plan, reached: &[(u32, FaultPoint, u32)]) {
     plan.decisions.retain(|d| {
         reached.iter().any(|(n, p, c)| *n == d.node && p.name() == d.point && d.occurrence <= *c)
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oracle::states::universe;
+    use crate::plan::{Knobs, Swarm};
+
+    fn entry(states: &[&str], reached: &[(u32, FaultPoint, u32)]) -> Entry {
+        let index: std::collections::BTreeMap<&str, u16> =
+            universe().iter().enumerate().map(|(i, n)| (n.as_str(), i as u16)).collect();
+        Entry {
+            run: 1,
+            new_states: 1,
+            plan: Plan {
+                scenario: "soak".into(),
+                profile: "current".into(),
+                seed: 0,
+                knobs: Knobs { nodes: 2, ttl_ms: 300, size: 4, cap_ms: 10_000 },
+                clocks: Vec::new(),
+                swarm: Swarm {
+                    active_points: Vec::new(),
+                    fire_per_mille: 0,
+                    stall_per_mille: 0,
+                    stall_past_ttl_per_mille: 0,
+                    crash_per_mille: 0,
+                    expiry_stall_per_mille: 0,
+                },
+                decisions: Vec::new(),
+                recipe: None,
+            },
+            states: states.iter().map(|s| index[s]).collect(),
+            reached: reached.to_vec(),
+        }
+    }
+
+    fn faults() -> FaultProfile {
+        FaultProfile {
+            points: FaultPoint::ALL.to_vec(),
+            crash_points: vec![FaultPoint::SqliteAppendAfterCommit, FaultPoint::EngineSettleAfterRunSettle],
+            ..FaultProfile::none()
+        }
+    }
+
+    #[test]
+    fn an_unreached_state_is_aimed_at_from_its_neighbours_with_the_fault_it_names() {
+        let corpus = vec![
+            entry(&["call:append:superseded:refused:none"], &[(0, FaultPoint::SqliteAppendAfterCheck, 2)]),
+            entry(
+                &["call:renew:live_holder:applied:none"],
+                &[(1, FaultPoint::EngineSettleAfterRunSettle, 1)],
+            ),
+        ];
+        let mut hits = vec![0u64; universe().len()];
+        for e in &corpus {
+            for &s in &e.states {
+                hits[usize::from(s)] += 1;
+            }
+        }
+        let all = aims(&corpus, &hits, &faults());
+        // A stall to the expiry inside a superseded append: from entry 0, at append's
+        // before/after-check points only.
+        let to_expiry: Vec<&Aim> = all
+            .iter()
+            .filter(|a| {
+                a.lever == Lever::StallToExpiry && a.points.contains(&FaultPoint::SqliteAppendAfterCheck)
+            })
+            .collect();
+        assert!(!to_expiry.is_empty());
+        for a in &to_expiry {
+            assert_eq!(a.parents, vec![0]);
+            assert!(a.points.iter().all(|p| p.name().starts_with("sqlite.append.")
+                && matches!(p.moment(), Moment::Before | Moment::AfterCheck)));
+        }
+        // A crash after an append's commit: only where the scenario allows the crash.
+        assert!(all.iter().any(|a| a.lever == Lever::CrashAfterCommit
+            && a.points == vec![FaultPoint::SqliteAppendAfterCommit]
+            && a.parents == vec![0]));
+        // An engine crash point with recoveries never seen: from the entry that reached it.
+        assert!(all
+            .iter()
+            .any(|a| a.points == vec![FaultPoint::EngineSettleAfterRunSettle] && a.parents == vec![1]));
+        // No aim for an operation and relation no entry reached (nothing to start from).
+        assert!(!all.iter().any(|a| a.points.iter().any(|p| p.name().starts_with("sqlite.blob_put."))));
+        // Once reached, a state is no longer aimed at.
+        let i =
+            universe().iter().position(|n| n == "call:append:superseded:refused:stall_to_expiry").unwrap();
+        hits[i] = 1;
+        let fewer = aims(&corpus, &hits, &faults());
+        assert!(fewer.len() < all.len());
+    }
+
+    #[test]
+    fn point_rarity_falls_with_the_entries_that_reached_a_point() {
+        let a = FaultPoint::SqliteAppendAfterCheck;
+        let b = FaultPoint::EngineSettleAfterRunSettle;
+        let corpus = vec![entry(&[], &[(0, a, 3), (1, a, 1)]), entry(&[], &[(0, a, 1), (0, b, 1)])];
+        let w = point_rarity(&corpus);
+        assert_eq!(w[a.index()], (1 << 16) / 3, "two entries (one counted once for two nodes)");
+        assert_eq!(w[b.index()], (1 << 16) / 2);
+        assert_eq!(w[FaultPoint::SqliteRenewAfterCheck.index()], 1 << 16);
+    }
 }

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use store::{FaultPoint, ProfileName};
 
 use super::corpus::{self, reached_of, Checkpoint, Entry};
-use super::mutate::{energies, trim, Mutator};
+use super::mutate::{aims, energies, point_rarity, trim, Mutator};
 use super::{ExploreFailure, ExploreOptions, ExploreReport, BATCH};
 use crate::oracle::states::universe;
 use crate::plan::Plan;
@@ -427,7 +427,15 @@ pub fn explore(scenario: &'static dyn Scenario, opts: &ExploreOptions) -> Result
         let size = (opts.runs - tally.runs).min(BATCH as u64) as usize;
         let mut r = rng(opts.seed, "explore-batch", batch);
         let candidates: Vec<Plan> = {
-            let m = Mutator { scenario, profile, corpus: &entries, energy: energies(&entries, &tally.hits) };
+            let faults = scenario.faults(&scenario.knobs(opts.seed));
+            let m = Mutator {
+                scenario,
+                profile,
+                corpus: &entries,
+                energy: energies(&entries, &tally.hits),
+                aims: aims(&entries, &tally.hits, &faults),
+                point_rarity: point_rarity(&entries),
+            };
             (0..size).map(|_| if batch == 0 { m.fresh(&mut r) } else { m.candidate(&mut r) }).collect()
         };
         let results = run_batch(scenario, opts.profile, candidates, opts.jobs);

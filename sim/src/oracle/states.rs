@@ -14,6 +14,12 @@
 //!   the run next settled (or that it never did, or was deleted).
 //! - **deletes**: `delete_overlap:<op>`, which other operation another process had in
 //!   flight on the run while a delete ran (`none` when nothing did).
+//! - **races**: `race:<op>:<relation>-><op>:<relation>:<outcome>`, a happens-before pair
+//!   across processes (as Mallory's feedback pairs events of different nodes): for each call
+//!   on a run, the last call ANOTHER process (node and incarnation) made take effect on that
+//!   run before it, with both relations and this call's outcome. Handovers are the common
+//!   pairs; the findings live in the rare ones (`put_meta:live_holder->put_meta:no_lease:
+//!   applied` is F1's shape, `acquire:held_expired->append:superseded:applied` F3a's).
 //!
 //! A state is a dense index into the universe, so a sweep keeps one small array per sweep.
 //! Nothing here judges: a state never reached is a hole in coverage, not a bug.
@@ -83,6 +89,11 @@ fn possible(op: OpKind, outcome: &str, fault: &str) -> bool {
     !(fault == "crash_after_commit" && !op.is_mutation() && op != OpKind::Boot)
 }
 
+/// Whether an operation is about one run (the race family pairs only those).
+fn on_a_run(op: OpKind) -> bool {
+    !matches!(op, OpKind::Boot | OpKind::ListRuns)
+}
+
 /// Every state's name, in index order.
 pub fn universe() -> &'static [String] {
     static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
@@ -111,6 +122,26 @@ pub fn universe() -> &'static [String] {
         }
         for op in std::iter::once("none").chain(OpKind::ALL.iter().map(|o| o.as_str())) {
             v.push(format!("delete_overlap:{op}"));
+        }
+        for a in OpKind::ALL
+            .into_iter()
+            .filter(|&o| o.is_mutation() || matches!(o, OpKind::Acquire | OpKind::Renew | OpKind::Release))
+        {
+            for ra in Relation::of_op(a) {
+                for b in OpKind::ALL.into_iter().filter(|&o| on_a_run(o)) {
+                    for rb in Relation::of_op(b) {
+                        for o in OUTCOMES {
+                            v.push(format!(
+                                "race:{}:{}->{}:{}:{o}",
+                                a.as_str(),
+                                ra.name(),
+                                b.as_str(),
+                                rb.name()
+                            ));
+                        }
+                    }
+                }
+            }
         }
         v
     })
@@ -168,6 +199,9 @@ pub fn reached(j: &Judged) -> Vec<u16> {
     };
     let mut walk = GrantWalk::default();
     let mut next_applied = j.applied.iter().peekable();
+    // Per run: the process (node, incarnation), operation and relation of the last call
+    // that took effect on it.
+    let mut last_effect: BTreeMap<&str, ((u32, u32), OpKind, Relation)> = BTreeMap::new();
     for c in by_time {
         let applied = c.applied.is_some();
         if !applied {
@@ -196,6 +230,25 @@ pub fn reached(j: &Judged) -> Vec<u16> {
         };
         let fault = fault_of.get(&c.id).copied().unwrap_or("none");
         push(&format!("call:{}:{}:{outcome}:{fault}", c.op.as_str(), rel.name()));
+        if on_a_run(c.op) {
+            let me = (c.node, c.incarnation);
+            if let Some(&(who, op, r)) = last_effect.get(c.run_id.as_str()) {
+                if who != me {
+                    push(&format!(
+                        "race:{}:{}->{}:{}:{outcome}",
+                        op.as_str(),
+                        r.name(),
+                        c.op.as_str(),
+                        rel.name()
+                    ));
+                }
+            }
+            if applied
+                && (c.op.is_mutation() || matches!(c.op, OpKind::Acquire | OpKind::Renew | OpKind::Release))
+            {
+                last_effect.insert(c.run_id.as_str(), (me, c.op, rel));
+            }
+        }
     }
     // Meta transitions per run, in apply order.
     let mut last: BTreeMap<&str, String> = BTreeMap::new();
@@ -381,9 +434,13 @@ mod tests {
             "call:append:superseded:refused:stall",
             "call:delete:live_holder:applied:none",
             "delete_overlap:append",
+            // The stale append returned after the new holder's delete took effect.
+            "race:delete:live_holder->append:superseded:refused",
         ] {
             assert!(got.contains(&want), "{want} not in {got:?}");
         }
         assert!(!got.contains(&"delete_overlap:none"), "{got:?}");
+        // The delete follows its own process's acquire: no race.
+        assert!(!got.iter().any(|n| n.starts_with("race:acquire:held_live->delete")), "{got:?}");
     }
 }
