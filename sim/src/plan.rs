@@ -97,6 +97,20 @@ pub struct Swarm {
     pub expiry_stall_per_mille: u32,
 }
 
+impl Swarm {
+    /// No point active, nothing fires (a plan whose decisions are all written out).
+    pub fn none() -> Swarm {
+        Swarm {
+            active_points: Vec::new(),
+            fire_per_mille: 0,
+            stall_per_mille: 0,
+            stall_past_ttl_per_mille: 0,
+            crash_per_mille: 0,
+            expiry_stall_per_mille: 0,
+        }
+    }
+}
+
 /// A whole plan.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Plan {

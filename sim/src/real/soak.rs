@@ -403,14 +403,7 @@ pub fn sim_plan(scenario: &dyn Scenario, s: &SimStorm) -> Plan {
         seed: s.seed,
         knobs,
         clocks: vec![ClockSpec::default(); s.writers as usize],
-        swarm: Swarm {
-            active_points: Vec::new(),
-            fire_per_mille: 0,
-            stall_per_mille: 0,
-            stall_past_ttl_per_mille: 0,
-            crash_per_mille: 0,
-            expiry_stall_per_mille: 0,
-        },
+        swarm: Swarm::none(),
         decisions: Vec::new(),
         recipe: None,
     }
