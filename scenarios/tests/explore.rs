@@ -201,3 +201,66 @@ fn bad_input_exits_2_with_a_message() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("malformed corpus entry"), "{err}");
 }
+
+#[test]
+fn a_focused_plan_narrows_its_faults_to_a_few_reached_points_densely_and_reproducibly() {
+    use sim::explore::corpus::{reached_of, Entry};
+    use sim::explore::mutate::{energies, point_rarity, Mutator};
+    use sim::plan::Action;
+    let s = scenario("queue");
+    let knobs = s.knobs(7);
+    let fresh = Plan::generate_lazy(s.name(), "current", 7, knobs.clone(), &s.faults(&knobs));
+    let out = execute_counting(s, ProfileName::Current, fresh).unwrap();
+    let reached = reached_of(&out.reached);
+    let mut plan = out.plan;
+    plan.materialize();
+    let corpus = vec![Entry {
+        run: 1,
+        new_states: 1,
+        plan,
+        states: out.report.states.clone(),
+        reached: reached.clone(),
+    }];
+    let mut hits = vec![0u64; sim::oracle::states::universe().len()];
+    for &st in &corpus[0].states {
+        hits[usize::from(st)] += 1;
+    }
+    let m = Mutator {
+        scenario: s,
+        profile: "current",
+        corpus: &corpus,
+        energy: energies(&corpus, &hits),
+        aims: Vec::new(),
+        point_rarity: point_rarity(&corpus),
+    };
+    let crash_points = s.faults(&knobs).crash_points;
+    let (mut stalls_past_ttl, mut decisions) = (0, 0);
+    for i in 0..40 {
+        let p = m.focused(&mut sim::seed::rng(1, "focused-test", i));
+        assert_eq!(p, m.focused(&mut sim::seed::rng(1, "focused-test", i)), "same rng, same plan");
+        let recipe = p.recipe.clone().expect("a focused plan is derived (lazy)");
+        assert!((1..=3).contains(&recipe.active.len()), "one to three points, got {:?}", recipe.active);
+        for q in &recipe.active {
+            assert!(reached.iter().any(|&(_, r, _)| r == *q), "{} was never reached by the corpus", q.name());
+        }
+        for c in &recipe.crash_points {
+            assert!(
+                recipe.active.contains(c) && crash_points.contains(c),
+                "crash at {} is outside the focus",
+                c.name()
+            );
+        }
+        let mut written = p.clone();
+        written.materialize();
+        for d in &written.decisions {
+            assert!(recipe.active.iter().any(|q| q.name() == d.point), "{} fires outside the focus", d.point);
+            if let Action::Stall { ms } = d.action {
+                stalls_past_ttl += usize::from(ms > p.knobs.ttl_ms);
+            }
+        }
+        decisions += written.decisions.len();
+    }
+    // Dense: at least 5% of 60 occurrences per point fire, most stalls past the ttl.
+    assert!(decisions >= 40 * 3, "focused plans fire densely ({decisions} decisions in 40 plans)");
+    assert!(stalls_past_ttl * 4 >= decisions, "{stalls_past_ttl} of {decisions} stall past the ttl");
+}

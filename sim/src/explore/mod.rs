@@ -6,7 +6,8 @@
 //! they run in parallel and are folded in batch order. So the search depends only on
 //! (scenario, profile, search seed, run budget), never on `--jobs` or timing; a `--minutes`
 //! budget is wall-clock by nature (the report says where it stopped; `--runs` is the
-//! reproducible budget). The first batch is fresh seeds' own derived plans; a run that
+//! reproducible budget). The first batch alternates fresh seeds' own derived plans and
+//! focused plans over all of the scenario's points (`mutate::Mutator::focused`); a run that
 //! reached an abstract state (`oracle::states`) no earlier run reached joins the corpus. A
 //! failing run is shrunk (`shrink`) and reported like a sweep's failure, its plan file
 //! saved, with a `fencesim run --plan FILE` command that reproduces it.

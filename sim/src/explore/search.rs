@@ -436,7 +436,13 @@ pub fn explore(scenario: &'static dyn Scenario, opts: &ExploreOptions) -> Result
                 aims: aims(&entries, &tally.hits, &faults),
                 point_rarity: point_rarity(&entries),
             };
-            (0..size).map(|_| if batch == 0 { m.fresh(&mut r) } else { m.candidate(&mut r) }).collect()
+            (0..size)
+                .map(|i| match (batch, i % 2) {
+                    (0, 0) => m.fresh(&mut r),
+                    (0, _) => m.focused(&mut r),
+                    _ => m.candidate(&mut r),
+                })
+                .collect()
         };
         let results = run_batch(scenario, opts.profile, candidates, opts.jobs);
         for res in results {
