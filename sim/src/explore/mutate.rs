@@ -236,12 +236,7 @@ impl Mutator<'_> {
         }
         let mut focus: Vec<FaultPoint> = Vec::new();
         for _ in 0..r.between(1, 3) {
-            let i = if !self.point_rarity.is_empty() && r.chance(500) {
-                let w: Vec<u64> = candidates.iter().map(|p| self.point_rarity[p.index()]).collect();
-                pick(r, &w)
-            } else {
-                r.between(0, candidates.len() as u64 - 1) as usize
-            };
+            let i = self.rare_or_uniform(r, &candidates);
             if !focus.contains(&candidates[i]) {
                 focus.push(candidates[i]);
             }
@@ -259,6 +254,17 @@ impl Mutator<'_> {
             ..faults
         };
         Plan::generate_lazy(self.scenario.name(), self.profile, seed, knobs, &narrowed)
+    }
+
+    /// An index into `points`: half the time weighted toward points few corpus entries
+    /// reached (`point_rarity`), else uniform. `points` is not empty.
+    fn rare_or_uniform(&self, r: &mut ChaCha8Rng, points: &[FaultPoint]) -> usize {
+        if !self.point_rarity.is_empty() && r.chance(500) {
+            let w: Vec<u64> = points.iter().map(|p| self.point_rarity[p.index()]).collect();
+            pick(r, &w)
+        } else {
+            r.between(0, points.len() as u64 - 1) as usize
+        }
     }
 
     /// One candidate.
@@ -311,12 +317,7 @@ impl Mutator<'_> {
         if slots.is_empty() {
             return;
         }
-        let i = if !self.point_rarity.is_empty() && r.chance(500) {
-            let w: Vec<u64> = slots.iter().map(|(_, p, _)| self.point_rarity[p.index()]).collect();
-            pick(r, &w)
-        } else {
-            r.between(0, slots.len() as u64 - 1) as usize
-        };
+        let i = self.rare_or_uniform(r, &slots.iter().map(|&&(_, p, _)| p).collect::<Vec<_>>());
         let &(node, point, count) = slots[i];
         let occurrence = r.between(1, u64::from(count)) as u32;
         let ttl = plan.knobs.ttl_ms;
