@@ -243,16 +243,13 @@ impl Mutator<'_> {
         }
         let crash_points: Vec<FaultPoint> =
             faults.crash_points.iter().copied().filter(|p| focus.contains(p)).collect();
-        let narrowed = FaultProfile {
-            points: focus,
-            active_per_mille: (1000, 1000),
-            fire_per_mille: (50, 300),
-            stall_per_mille: (500, 900),
-            stall_past_ttl_per_mille: (400, 900),
-            crash_per_mille: (0, 200),
-            crash_points,
-            ..faults
-        };
+        let narrowed = FaultProfile::at(focus)
+            .active(1000, 1000)
+            .fire(50, 300)
+            .stalls((500, 900), (400, 900), faults.stall_past_ttl_max_pct)
+            .crashes(0, 200, crash_points)
+            .occurrences(faults.occurrences)
+            .clocks(faults.skew_ms_max, faults.drift_ppm_max);
         Plan::generate_lazy(self.scenario.name(), self.profile, seed, knobs, &narrowed)
     }
 
