@@ -43,6 +43,7 @@ pub mod plan;
 pub mod real;
 pub mod recorded;
 pub mod report;
+pub mod richness;
 pub mod runner;
 pub mod seed;
 pub mod shrink;

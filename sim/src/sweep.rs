@@ -138,6 +138,14 @@ pub struct SweepReport {
     /// The states of the universe no seed reached, by name.
     #[serde(default)]
     pub states_never_reached: Vec<String>,
+    /// Per state reached: how many seeds reached it (the incidence counts the estimate is
+    /// computed from; shards add up).
+    #[serde(default)]
+    pub states_seeds: BTreeMap<String, u64>,
+    /// How many states are reachable, estimated from those counts, and the chance that one
+    /// more seed reaches a new one (`richness`).
+    #[serde(default)]
+    pub states_estimate: crate::richness::Richness,
 }
 
 /// One declared coverage goal over a sweep.
@@ -196,6 +204,8 @@ impl SweepReport {
             states_universe: 0,
             states_new_per_1000: Vec::new(),
             states_never_reached: Vec::new(),
+            states_seeds: BTreeMap::new(),
+            states_estimate: crate::richness::Richness::default(),
         }
     }
 
@@ -239,6 +249,9 @@ impl SweepReport {
                 let e = m.states_first_seed.entry(k).or_insert(v);
                 *e = (*e).min(v);
             }
+            for (k, v) in p.states_seeds {
+                *m.states_seeds.entry(k).or_default() += v;
+            }
             for (k, v) in p.fault_points_hit {
                 let e = m.fault_points_hit.entry(k).or_default();
                 e.reached += v.reached;
@@ -266,6 +279,8 @@ impl SweepReport {
         self.states_universe = crate::oracle::states::universe().len() as u64;
         self.states_new_per_1000 = self.saturation(1000);
         self.states_never_reached = self.states_never_reached().into_iter().map(str::to_string).collect();
+        self.states_estimate =
+            crate::richness::Richness::from_counts(self.states_seeds.values().copied(), self.seeds_run);
         self.goals_unmet.clear();
         for (name, g) in self.goals.iter_mut() {
             g.required = crate::oracle::goals::Required::seeds_needed(g.required_permille, self.seeds_run);
@@ -321,11 +336,12 @@ impl SweepReport {
         let curve = self.saturation(1000);
         let shown: Vec<String> = curve.iter().take(12).map(|n| n.to_string()).collect();
         format!(
-            "  abstract states: {} of {universe} reached; new per 1000 seeds: {}{}; never reached: {} (see --json)\n",
+            "  abstract states: {} of {universe} reached; new per 1000 seeds: {}{}; never reached: {} (see --json)\n  {}\n",
             self.states_first_seed.len(),
             shown.join(" "),
             if curve.len() > 12 { " ..." } else { "" },
-            universe - self.states_first_seed.len()
+            universe - self.states_first_seed.len(),
+            self.states_estimate.line()
         )
     }
 
@@ -525,6 +541,7 @@ pub fn run(scenario: &'static dyn Scenario, opts: &SweepOptions) -> SweepReport 
     // The workers run over the caller's store choice (a thread override included).
     let store = crate::foreign::active();
     let mut first_seed: Vec<u64> = vec![u64::MAX; crate::oracle::states::universe().len()];
+    let mut seeds_reaching: Vec<u64> = vec![0; first_seed.len()];
     std::thread::scope(|scope| {
         for _ in 0..opts.jobs.min(total.max(1)) {
             let tx = tx.clone();
@@ -578,6 +595,7 @@ pub fn run(scenario: &'static dyn Scenario, opts: &SweepOptions) -> SweepReport 
             for &st in &r.states {
                 if let Some(f) = first_seed.get_mut(usize::from(st)) {
                     *f = (*f).min(r.seed);
+                    seeds_reaching[usize::from(st)] += 1;
                 }
             }
             report.fold(r);
@@ -589,6 +607,12 @@ pub fn run(scenario: &'static dyn Scenario, opts: &SweepOptions) -> SweepReport 
         .enumerate()
         .filter(|(_, &s)| s != u64::MAX)
         .map(|(i, &s)| (names[i].clone(), s))
+        .collect();
+    report.states_seeds = seeds_reaching
+        .iter()
+        .enumerate()
+        .filter(|(_, &n)| n > 0)
+        .map(|(i, &n)| (names[i].clone(), n))
         .collect();
     if let Some(b) = bar {
         b.finish_and_clear();
