@@ -279,9 +279,7 @@ fn retention(meta: &RunMeta) -> bool {
 
 impl EngineScenario {
     fn points(&self) -> (Vec<FaultPoint>, Vec<FaultPoint>) {
-        let named = |names: &[&str]| -> Vec<FaultPoint> {
-            names.iter().filter_map(|n| FaultPoint::from_name(n)).collect()
-        };
+        use FaultPoint::*;
         match self.focus {
             Focus::Everywhere => {
                 let points: Vec<FaultPoint> = FaultPoint::ALL.to_vec();
@@ -293,35 +291,35 @@ impl EngineScenario {
                 (points, crash)
             }
             Focus::StaleSettle => (
-                named(&[
-                    "worker.drive.before_renew",
-                    "engine.renew.before_renew",
-                    "engine.dispatch.after_provider",
-                    "engine.dispatch.before_terminal",
-                    "engine.settle.before_run_settle",
-                    "engine.settle.after_run_settle",
-                    "sqlite.put_meta.before",
-                    "sqlite.append.before",
-                ]),
-                named(&["engine.dispatch.after_provider", "engine.dispatch.after_running"]),
+                vec![
+                    WorkerDriveBeforeRenew,
+                    EngineRenewBeforeRenew,
+                    EngineDispatchAfterProvider,
+                    EngineDispatchBeforeTerminal,
+                    EngineSettleBeforeRunSettle,
+                    EngineSettleAfterRunSettle,
+                    SqlitePutMetaBeforeBegin,
+                    SqliteAppendBeforeBegin,
+                ],
+                vec![EngineDispatchAfterProvider, EngineDispatchAfterRunning],
             ),
             Focus::StaleCheckpoint => (
-                named(&[
-                    "worker.drive.before_renew",
-                    "engine.renew.before_renew",
-                    "engine.checkpoint.before_put",
-                    "engine.dispatch.after_tool",
-                    "sqlite.blob_put.before",
-                ]),
-                named(&["engine.dispatch.after_provider", "engine.checkpoint.after_put"]),
+                vec![
+                    WorkerDriveBeforeRenew,
+                    EngineRenewBeforeRenew,
+                    EngineCheckpointBeforePut,
+                    EngineDispatchAfterTool,
+                    SqliteBlobPutBeforeBegin,
+                ],
+                vec![EngineDispatchAfterProvider, EngineCheckpointAfterPut],
             ),
             Focus::StaleRetention => (
-                named(&[
-                    "worker.retention.after_acquire",
-                    "worker.retention.after_blobs",
-                    "sqlite.blob_delete.before",
-                    "sqlite.delete.before",
-                ]),
+                vec![
+                    WorkerRetentionAfterAcquire,
+                    WorkerRetentionAfterBlobs,
+                    SqliteBlobDeleteBeforeBegin,
+                    SqliteDeleteBeforeBegin,
+                ],
                 Vec::new(),
             ),
         }
