@@ -227,7 +227,20 @@ fn sweep_writes_one_page_per_failing_seed_an_index_junit_and_a_summary() {
     }
     let md = std::fs::read_to_string(p("summary.md")).unwrap();
     assert!(
-        md.contains("| scenario | profile | seeds | failures | coverage shortfalls | reproduce |"),
+        md.contains(
+            "| scenario | profile | seeds | failures | coverage shortfalls | abstract states (seen of ~reachable) | reproduce |"
+        ),
+        "{md}"
+    );
+    // The sweep's state coverage: seen, of the estimated reachable, as the JSON has it.
+    let est = &report["states_estimate"];
+    assert_eq!(est["runs"].as_u64(), Some(12));
+    assert!(
+        md.contains(&format!(
+            "| {} of ~{:.0} (",
+            est["observed"].as_u64().unwrap(),
+            est["estimated"].as_f64().unwrap()
+        )),
         "{md}"
     );
     assert!(md.contains(&format!("| f3-check-then-mutate | v1_44_0 | 12 | {} |", failures.len())), "{md}");

@@ -44,6 +44,9 @@ pub struct Case {
     pub failures: Vec<CaseFailure>,
     /// A line for `<system-out>` and the summary (a finding's verdict, ...).
     pub note: Option<String>,
+    /// A sweep's abstract-state coverage for the summary: seen, of an estimated reachable
+    /// (`richness`), e.g. `471 of ~519 (496-562)`.
+    pub states: Option<String>,
 }
 
 /// The coverage goals a sweep fell short of (the report's `goals_unmet`), each with how
@@ -56,6 +59,13 @@ pub fn shortfalls(r: &SweepReport) -> Vec<String> {
             None => name.clone(),
         })
         .collect()
+}
+
+/// A sweep's states seen, of the estimated reachable and its interval (none for no runs).
+fn states_cell(e: &crate::richness::Richness) -> Option<String> {
+    (e.runs > 0).then(|| {
+        format!("{} of ~{:.0} ({:.0}-{:.0})", e.observed, e.estimated, e.estimated_low, e.estimated_high)
+    })
 }
 
 /// One case per sweep report (one scenario under one profile).
@@ -105,6 +115,7 @@ pub fn from_sweeps(reports: &[SweepReport]) -> Vec<Case> {
                 shortfalls: shortfalls(r),
                 failures,
                 note: None,
+                states: states_cell(&r.states_estimate),
             }
         })
         .collect()
@@ -162,6 +173,7 @@ pub fn from_findings(r: &FindingsReport, witness: &dyn Fn(&str, u64) -> Option<S
             shortfalls: f.key_points_never_fired.clone(),
             failures,
             note,
+            states: None,
         });
     }
     for s in &r.current_clean.scenarios {
@@ -215,6 +227,7 @@ pub fn from_findings(r: &FindingsReport, witness: &dyn Fn(&str, u64) -> Option<S
             shortfalls,
             failures,
             note: None,
+            states: None,
         });
     }
     cases
@@ -313,8 +326,11 @@ pub fn summary_md(title: &str, cases: &[Case]) -> String {
         cases.len(),
         cases.iter().flat_map(|c| &c.failures).filter(|f| !f.is_shortfall()).count()
     );
-    let _ = writeln!(out, "| scenario | profile | seeds | failures | coverage shortfalls | reproduce |");
-    let _ = writeln!(out, "|---|---|---:|---:|---|---|");
+    let _ = writeln!(
+        out,
+        "| scenario | profile | seeds | failures | coverage shortfalls | abstract states (seen of ~reachable) | reproduce |"
+    );
+    let _ = writeln!(out, "|---|---|---:|---:|---|---|---|");
     for c in cases {
         let short = if c.shortfalls.is_empty() {
             "0".to_string()
@@ -329,12 +345,13 @@ pub fn summary_md(title: &str, cases: &[Case]) -> String {
         }
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             md_cell(&c.scenario),
             md_cell(&c.profile),
             c.seeds,
             failed.len(),
             md_cell(&short),
+            md_cell(c.states.as_deref().unwrap_or("-")),
             md_cell(&repro.join("<br>"))
         );
     }
@@ -383,6 +400,7 @@ mod tests {
                 })
                 .collect(),
             note: None,
+            states: None,
         }
     }
 
@@ -402,5 +420,21 @@ mod tests {
         assert!(s.contains("(+2 more)"), "{s}");
         assert!(s.contains("\\| pipe"), "{s}");
         assert!(!s.contains(" | pipe"), "{s}");
+    }
+
+    #[test]
+    fn a_sweeps_state_coverage_reaches_the_summary_and_a_case_without_it_shows_a_dash() {
+        let est = crate::richness::Richness::from_counts([1, 1, 1, 2, 2, 9, 9], 5000);
+        let cell = states_cell(&est).expect("runs were counted");
+        assert_eq!(
+            cell,
+            format!("7 of ~{:.0} ({:.0}-{:.0})", est.estimated, est.estimated_low, est.estimated_high)
+        );
+        assert!(est.estimated > 7.0 && est.estimated_high > est.estimated, "{est:?}");
+        assert_eq!(states_cell(&crate::richness::Richness::default()), None);
+        let mut c = case(0);
+        c.states = Some(cell.clone());
+        assert!(summary_md("sweep", &[c]).contains(&format!("| 1 (busy_met) | {cell} |")));
+        assert!(summary_md("sweep", &[case(0)]).contains("| 1 (busy_met) | - |"));
     }
 }
