@@ -540,8 +540,8 @@ pub fn run(scenario: &'static dyn Scenario, opts: &SweepOptions) -> SweepReport 
     let mut report = SweepReport::empty(scenario, opts);
     // The workers run over the caller's store choice (a thread override included).
     let store = crate::foreign::active();
-    let mut first_seed: Vec<u64> = vec![u64::MAX; crate::oracle::states::universe().len()];
-    let mut seeds_reaching: Vec<u64> = vec![0; first_seed.len()];
+    // Per state: the first seed that reached it and how many seeds did.
+    let mut per_state: Vec<(u64, u64)> = vec![(u64::MAX, 0); crate::oracle::states::universe().len()];
     std::thread::scope(|scope| {
         for _ in 0..opts.jobs.min(total.max(1)) {
             let tx = tx.clone();
@@ -593,27 +593,19 @@ pub fn run(scenario: &'static dyn Scenario, opts: &SweepOptions) -> SweepReport 
                 }
             }
             for &st in &r.states {
-                if let Some(f) = first_seed.get_mut(usize::from(st)) {
-                    *f = (*f).min(r.seed);
-                    seeds_reaching[usize::from(st)] += 1;
+                if let Some((first, seeds)) = per_state.get_mut(usize::from(st)) {
+                    *first = (*first).min(r.seed);
+                    *seeds += 1;
                 }
             }
             report.fold(r);
         }
     });
     let names = crate::oracle::states::universe();
-    report.states_first_seed = first_seed
-        .iter()
-        .enumerate()
-        .filter(|(_, &s)| s != u64::MAX)
-        .map(|(i, &s)| (names[i].clone(), s))
-        .collect();
-    report.states_seeds = seeds_reaching
-        .iter()
-        .enumerate()
-        .filter(|(_, &n)| n > 0)
-        .map(|(i, &n)| (names[i].clone(), n))
-        .collect();
+    for (i, &(first, seeds)) in per_state.iter().enumerate().filter(|(_, s)| s.1 > 0) {
+        report.states_first_seed.insert(names[i].clone(), first);
+        report.states_seeds.insert(names[i].clone(), seeds);
+    }
     if let Some(b) = bar {
         b.finish_and_clear();
     }
