@@ -220,6 +220,7 @@ fn a_focused_plan_narrows_its_faults_to_a_few_reached_points_densely_and_reprodu
         plan,
         states: out.report.states.clone(),
         reached: reached.clone(),
+        leased: reached.iter().map(|t| t.2).collect(),
     }];
     let mut hits = vec![0u64; sim::oracle::states::universe().len()];
     for &st in &corpus[0].states {
@@ -234,7 +235,7 @@ fn a_focused_plan_narrows_its_faults_to_a_few_reached_points_densely_and_reprodu
         point_rarity: point_rarity(&corpus),
     };
     let crash_points = s.faults(&knobs).crash_points;
-    let (mut stalls_past_ttl, mut decisions) = (0, 0);
+    let (mut stalls_past_ttl, mut pauses, mut decisions) = (0, 0, 0);
     for i in 0..40 {
         let p = m.focused(&mut sim::seed::rng(1, "focused-test", i));
         assert_eq!(p, m.focused(&mut sim::seed::rng(1, "focused-test", i)), "same rng, same plan");
@@ -254,13 +255,92 @@ fn a_focused_plan_narrows_its_faults_to_a_few_reached_points_densely_and_reprodu
         written.materialize();
         for d in &written.decisions {
             assert!(recipe.active.iter().any(|q| q.name() == d.point), "{} fires outside the focus", d.point);
-            if let Action::Stall { ms } = d.action {
-                stalls_past_ttl += usize::from(ms > p.knobs.ttl_ms);
+            match d.action {
+                Action::Stall { ms } => stalls_past_ttl += usize::from(ms > p.knobs.ttl_ms),
+                Action::Pause { .. } | Action::PauseUntilTakeover { .. } => pauses += 1,
+                _ => {}
             }
         }
         decisions += written.decisions.len();
     }
     // Dense: at least 5% of 60 occurrences per point fire, most stalls past the ttl.
     assert!(decisions >= 40 * 3, "focused plans fire densely ({decisions} decisions in 40 plans)");
-    assert!(stalls_past_ttl * 4 >= decisions, "{stalls_past_ttl} of {decisions} stall past the ttl");
+    assert!(
+        (stalls_past_ttl + pauses) * 4 >= decisions,
+        "{stalls_past_ttl} stalls past the ttl and {pauses} pauses of {decisions} decisions"
+    );
+    assert!(pauses > 0 && stalls_past_ttl > 0, "some long stalls become pauses, not all ({pauses} pauses)");
+}
+
+#[test]
+fn a_takeover_probe_adds_one_pause_where_the_parent_acted_under_a_lease() {
+    use sim::explore::corpus::{reached_of, Entry};
+    use sim::explore::mutate::{energies, point_rarity, Mutator};
+    use sim::plan::Action;
+    let s = scenario("queue");
+    let knobs = s.knobs(7);
+    let fresh = Plan::generate_lazy(s.name(), "current", 7, knobs.clone(), &s.faults(&knobs));
+    let out = execute_counting(s, ProfileName::Current, fresh).unwrap();
+    let reached = reached_of(&out.reached);
+    let n = store::FaultPoint::ALL.len();
+    let leased: Vec<u32> =
+        reached.iter().map(|&(node, p, _)| out.leased[node as usize * n + p.index()]).collect();
+    assert!(leased.iter().any(|&l| l > 0), "a queue run acts under leases");
+    assert!(
+        reached
+            .iter()
+            .zip(&leased)
+            .any(|(&(_, p, _), &l)| l == 0 && p == store::FaultPoint::SqliteListRunsBeforeRead),
+        "listing runs is never done under a lease"
+    );
+    let mut plan = out.plan;
+    plan.materialize();
+    let parent = plan.clone();
+    let corpus = vec![Entry {
+        run: 1,
+        new_states: 1,
+        plan,
+        states: out.report.states.clone(),
+        reached: reached.clone(),
+        leased: leased.clone(),
+    }];
+    let mut hits = vec![0u64; sim::oracle::states::universe().len()];
+    for &st in &corpus[0].states {
+        hits[usize::from(st)] += 1;
+    }
+    let m = Mutator {
+        scenario: s,
+        profile: "current",
+        corpus: &corpus,
+        energy: energies(&corpus, &hits),
+        aims: Vec::new(),
+        point_rarity: point_rarity(&corpus),
+    };
+    let (mut alone, mut kept) = (0, 0);
+    for i in 0..40 {
+        let p = m.probe(&mut sim::seed::rng(2, "probe-test", i));
+        assert_eq!(p, m.probe(&mut sim::seed::rng(2, "probe-test", i)), "same rng, same plan");
+        let probes: Vec<_> =
+            p.decisions.iter().filter(|d| matches!(d.action, Action::PauseUntilTakeover { .. })).collect();
+        assert_eq!(probes.len(), 1, "exactly one takeover pause: {probes:?}");
+        let d = probes[0];
+        let at = reached
+            .iter()
+            .zip(&leased)
+            .find(|((node, q, _), _)| *node == d.node && q.name() == d.point)
+            .expect("the probe is at a (node, point) the parent reached");
+        assert!(*at.1 > 0, "{} on n{} was never reached under a lease", d.point, d.node);
+        assert!((1..=at.0 .2).contains(&d.occurrence), "occurrence {} was not reached", d.occurrence);
+        if p.decisions.len() == 1 {
+            alone += 1;
+        } else {
+            kept += 1;
+            let others: Vec<_> = p.decisions.iter().filter(|x| *x != d).cloned().collect();
+            assert!(others.iter().all(|x| parent.decisions.contains(x)), "the other faults are the parent's");
+        }
+    }
+    assert!(
+        alone > 0 && kept > 0,
+        "half the probes run alone ({alone} alone, {kept} with the parent's faults)"
+    );
 }

@@ -55,6 +55,8 @@ fn action() -> impl Strategy<Value = Action> {
         any::<u64>().prop_map(|ms| Action::Stall { ms }),
         any::<u64>().prop_map(|restart_after_ms| Action::Crash { restart_after_ms }),
         Just(Action::StallToExpiry),
+        any::<u64>().prop_map(|ms| Action::Pause { ms }),
+        any::<u32>().prop_map(|writes| Action::PauseUntilTakeover { writes }),
     ]
 }
 
@@ -72,15 +74,16 @@ fn any_plan() -> impl Strategy<Value = Plan> {
     );
     let swarm = (
         prop::collection::vec(point_name(), 0..4),
-        (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()),
+        (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()),
     )
-        .prop_map(|(active_points, (a, b, c, d, e))| Swarm {
+        .prop_map(|(active_points, (a, b, c, d, e, f))| Swarm {
             active_points,
             fire_per_mille: a,
             stall_per_mille: b,
             stall_past_ttl_per_mille: c,
             crash_per_mille: d,
             expiry_stall_per_mille: e,
+            pause_per_mille: f,
         });
     let decisions = prop::collection::vec(
         (any::<u32>(), point_name(), any::<u32>(), action())

@@ -4,7 +4,9 @@
 //!
 //! Fault hook: at every named point it counts the node's occurrence of that point, records
 //! what the store applied (after-commit points) or checked (after-check points) for the
-//! call being polled, and performs the plan's action, if any: a yield, a virtual stall, or a
+//! call being polled, and performs the plan's action, if any: a yield, a virtual stall (of a
+//! length, or to the lease's expiry instant), a pause of the whole process (the node pauses
+//! itself; the supervisor resumes it after a length, or once the run was taken over), or a
 //! crash (the node kills itself; the supervisor restarts it later).
 
 use std::rc::Rc;
@@ -15,6 +17,7 @@ use store::{Crash, Env, FaultSite, LocalFuture, Moment};
 use crate::history::{current_call, Event, FaultKind, FaultRec, LeaseRow};
 use crate::plan::{Action, ClockSpec};
 use crate::time::{clock_at, now_ns};
+use crate::world_state::Resume;
 use crate::world_state::WorldState;
 
 /// One node's environment.
@@ -99,7 +102,7 @@ impl Env for SimEnv {
             let incarnation = w.incarnations.borrow().get(self.node as usize).copied().unwrap_or(0);
             w.recorder.mark(point.name(), self.node, incarnation, site.run_id.unwrap_or(""), site.epoch);
         }
-        let action = w.decide(self.node, point);
+        let action = w.decide(self.node, point, site.epoch.is_some());
         w.recorder.point(point, action.is_some(), matches!(action, Some(Action::Crash { .. })));
         let action = action?;
         w.recorder.fault(FaultRec {
@@ -110,6 +113,7 @@ impl Env for SimEnv {
                 Action::Yield => FaultKind::Yield,
                 Action::Stall { .. } => FaultKind::Stall,
                 Action::StallToExpiry => FaultKind::StallToExpiry,
+                Action::Pause { .. } | Action::PauseUntilTakeover { .. } => FaultKind::Pause,
                 Action::Crash { .. } => FaultKind::Crash,
             },
             call: current_call(),
@@ -144,6 +148,29 @@ impl Env for SimEnv {
                     } else {
                         madsim::task::yield_now().await;
                     }
+                    Ok(())
+                }))
+            }
+            Action::Pause { ms } => {
+                w.pause_self(self.node, Resume::After { ms });
+                Some(Box::pin(async {
+                    madsim::task::yield_now().await;
+                    Ok(())
+                }))
+            }
+            Action::PauseUntilTakeover { writes } => {
+                let ttl_ms = w.plan.knobs.ttl_ms.max(1);
+                let run = site.run_id.map(str::to_string);
+                let epoch = site
+                    .epoch
+                    .or_else(|| run.as_deref().and_then(|r| w.observe_lease(r)).map(|row| row.epoch));
+                let resume = match (run, epoch) {
+                    (Some(run_id), Some(epoch)) => Resume::AfterTakeover { run_id, epoch, writes, ttl_ms },
+                    _ => Resume::After { ms: ttl_ms * 3 / 2 },
+                };
+                w.pause_self(self.node, resume);
+                Some(Box::pin(async {
+                    madsim::task::yield_now().await;
                     Ok(())
                 }))
             }

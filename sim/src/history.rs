@@ -392,6 +392,8 @@ pub enum FaultKind {
     Yield,
     Stall,
     StallToExpiry,
+    /// The whole process paused (for a length, or until the run was taken over).
+    Pause,
     Crash,
 }
 
@@ -586,6 +588,28 @@ impl Recorder {
         let order = h.applied_count;
         h.applied_count += 1;
         h.calls[id].applied = Some(Applied { order, at_ns, store_now_ms, lease_row, site_epoch });
+    }
+
+    /// How many mutations of `run_id` have been applied under an epoch later than `epoch`
+    /// (an acquire counts under the epoch it granted).
+    pub fn applied_after_epoch(&self, run_id: &str, epoch: u64) -> usize {
+        let h = self.inner.borrow();
+        h.calls
+            .iter()
+            .filter(|c| c.applied.is_some() && c.run_id == run_id && c.epoch().is_some_and(|e| e.0 > epoch))
+            .count()
+    }
+
+    /// Whether the store looks held since `since_ns`: nothing applied since, and some call
+    /// returned Busy since (a write lock held, its holder not committing).
+    pub fn store_held_since(&self, since_ns: u64) -> bool {
+        let h = self.inner.borrow();
+        let applied = h.calls.iter().any(|c| c.applied.as_ref().is_some_and(|a| a.at_ns >= since_ns));
+        let busy = h.calls.iter().any(|c| {
+            c.returned_ns.is_some_and(|r| r >= since_ns)
+                && matches!(&c.outcome, Outcome::Err { code, .. } if code == "busy")
+        });
+        !applied && busy
     }
 
     pub fn event(&self, e: Event) {

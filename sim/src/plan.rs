@@ -35,7 +35,24 @@ pub enum Action {
     /// stands when the point is reached): the store's next clock reading lands on the
     /// boundary instant, where `expires_at <= now` and `expires_at < now` disagree.
     StallToExpiry,
+    /// The whole process freezes here for `ms` (virtual time): every task of the node stops,
+    /// its lease heartbeat included, holding whatever it holds (SIGSTOP, a long GC pause, a
+    /// suspended VM; Jepsen's pause nemesis). A stall holds one task only.
+    Pause { ms: u64 },
+    /// The whole process freezes here until the run the point acts for has been taken over:
+    /// its lease granted under a later epoch than the caller's and `writes` mutations of the
+    /// run applied under later epochs (the successor's acquire counts as one). The pause of
+    /// Kleppmann's fencing example, timed by what the successor did instead of by a length
+    /// drawn blind. The supervisor polls every tenth of the ttl and resumes the process after
+    /// [`TAKEOVER_WAIT_TTLS`] ttls at most, or after one ttl when the process paused holding
+    /// the store's write lock (nothing commits, callers meet Busy: no takeover can come); a
+    /// point that names no run, or whose run has neither a lease row nor the caller's
+    /// epoch, pauses 1.5 ttl.
+    PauseUntilTakeover { writes: u32 },
 }
+
+/// The longest a [`Action::PauseUntilTakeover`] waits, in ttls.
+pub const TAKEOVER_WAIT_TTLS: u64 = 8;
 
 impl Action {
     pub fn describe(&self) -> String {
@@ -44,6 +61,13 @@ impl Action {
             Action::Stall { ms } => format!("stall {ms}ms"),
             Action::Crash { restart_after_ms } => format!("crash (restart +{restart_after_ms}ms)"),
             Action::StallToExpiry => "stall to the lease expiry".into(),
+            Action::Pause { ms } => format!("pause the process {ms}ms"),
+            Action::PauseUntilTakeover { writes } => {
+                format!(
+                    "pause the process until taken over ({writes} successor write{})",
+                    if *writes == 1 { "" } else { "s" }
+                )
+            }
         }
     }
 }
@@ -95,6 +119,15 @@ pub struct Swarm {
     /// the lease expiry instant (drawn from its own stream, so the other decisions stay put).
     #[serde(default)]
     pub expiry_stall_per_mille: u32,
+    /// Of the stalls past the ttl: the share that pause the whole process instead, half of
+    /// them for the stall's length ([`Action::Pause`]), half until the run was taken over
+    /// ([`Action::PauseUntilTakeover`]); drawn from its own stream too. Seed sweeps draw none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pause_per_mille: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 impl Swarm {
@@ -107,6 +140,7 @@ impl Swarm {
             stall_past_ttl_per_mille: 0,
             crash_per_mille: 0,
             expiry_stall_per_mille: 0,
+            pause_per_mille: 0,
         }
     }
 }
@@ -174,6 +208,16 @@ impl Recipe {
                         .chance(sw.expiry_stall_per_mille) =>
             {
                 Action::StallToExpiry
+            }
+            Action::Stall { ms } if ms > ttl_ms && sw.pause_per_mille > 0 => {
+                let mut t = rng(plan.seed, "pause", stream_index(node, &point, occurrence));
+                if !t.chance(sw.pause_per_mille) {
+                    Action::Stall { ms }
+                } else if t.chance(500) {
+                    Action::Pause { ms }
+                } else {
+                    Action::PauseUntilTakeover { writes: t.between(1, 8) as u32 }
+                }
             }
             other => other,
         })
@@ -263,6 +307,9 @@ pub struct FaultProfile {
     pub drift_ppm_max: i64,
     /// Points where a crash is allowed (crashing elsewhere is turned into a stall).
     pub crash_points: Vec<FaultPoint>,
+    /// Of the stalls past the ttl, the per-mille range that pause the whole process instead
+    /// ([`Swarm::pause_per_mille`]). (0, 0) in every scenario's own profile.
+    pub pause_per_mille: (u32, u32),
 }
 
 impl FaultProfile {
@@ -280,6 +327,7 @@ impl FaultProfile {
             skew_ms_max: 0,
             drift_ppm_max: 0,
             crash_points: Vec::new(),
+            pause_per_mille: (0, 0),
         }
     }
 
@@ -313,6 +361,11 @@ impl FaultProfile {
     /// The share of firings that crash, and the points where a crash is allowed.
     pub fn crashes(self, lo: u32, hi: u32, at: Vec<FaultPoint>) -> FaultProfile {
         FaultProfile { crash_per_mille: (lo, hi), crash_points: at, ..self }
+    }
+
+    /// Of the stalls past the ttl, the per-mille range that pause the whole process.
+    pub fn pauses(self, lo: u32, hi: u32) -> FaultProfile {
+        FaultProfile { pause_per_mille: (lo, hi), ..self }
     }
 
     /// How many occurrences per (node, point) the plan covers.
@@ -360,6 +413,8 @@ impl Plan {
         let stall_past_ttl_per_mille = pick(faults.stall_past_ttl_per_mille);
         let crash_per_mille = pick(faults.crash_per_mille);
         let expiry_stall_per_mille = pick((0, 300));
+        // Drawn last and only when asked for, so every other plan draws as it always did.
+        let pause_per_mille = if faults.pause_per_mille.1 > 0 { pick(faults.pause_per_mille) } else { 0 };
 
         let mut active_rng = rng(seed, "active-points", 0);
         let active: Vec<FaultPoint> =
@@ -388,6 +443,7 @@ impl Plan {
                 stall_past_ttl_per_mille,
                 crash_per_mille,
                 expiry_stall_per_mille,
+                pause_per_mille,
             },
             decisions: Vec::new(),
             recipe: Some(Recipe {
@@ -464,7 +520,15 @@ impl Plan {
         let stalls = self
             .decisions
             .iter()
-            .filter(|d| matches!(d.action, Action::Stall { .. } | Action::StallToExpiry))
+            .filter(|d| {
+                matches!(
+                    d.action,
+                    Action::Stall { .. }
+                        | Action::StallToExpiry
+                        | Action::Pause { .. }
+                        | Action::PauseUntilTakeover { .. }
+                )
+            })
             .count();
         format!(
             "{} nodes, ttl {}ms, size {}, {} fault decisions ({} stalls, {} crashes; {} active points, fire {}‰)",

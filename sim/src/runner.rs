@@ -22,6 +22,8 @@ pub struct Outcome {
     pub reached: Vec<u32>,
     /// Per slot as `reached`: the occurrences reached when the last decision fired.
     pub at_last_fire: Vec<u32>,
+    /// Per slot as `reached`: how many of them the caller reached acting under a lease.
+    pub leased: Vec<u32>,
 }
 
 /// The plan a seed derives, every decision written out.
@@ -151,5 +153,6 @@ fn execute_with(
         report,
         reached: out.reached,
         at_last_fire: out.at_last_fire,
+        leased: out.leased,
     })
 }

@@ -174,6 +174,9 @@ pub struct RunOutput {
     /// Per slot as `reached`: the occurrences reached when the last decision fired (all zero
     /// when none fired or occurrences were not counted).
     pub at_last_fire: Vec<u32>,
+    /// Per slot as `reached`: how many of those occurrences the caller reached acting under
+    /// a lease.
+    pub leased: Vec<u32>,
 }
 
 /// How to run one (scenario, profile, plan), beyond the plan itself.
@@ -220,6 +223,7 @@ pub fn run(
         count_always: options.count_always,
         armed: RefCell::new(vec![0; nodes as usize * FaultPoint::ALL.len()]),
         at_last_fire: RefCell::new(vec![0; nodes as usize * FaultPoint::ALL.len()]),
+        leased: RefCell::new(vec![0; nodes as usize * FaultPoint::ALL.len()]),
         observer: RefCell::new(None),
         faults_on: Cell::new(true),
         exhausted: Cell::new(false),
@@ -252,7 +256,8 @@ pub fn run(
     let history = std::mem::take(&mut *world.recorder.inner.borrow_mut());
     let reached = std::mem::take(&mut *world.armed.borrow_mut());
     let at_last_fire = std::mem::take(&mut *world.at_last_fire.borrow_mut());
-    Ok(RunOutput { history, fin, scenario_violations, table, end_ns, reached, at_last_fire })
+    let leased = std::mem::take(&mut *world.leased.borrow_mut());
+    Ok(RunOutput { history, fin, scenario_violations, table, end_ns, reached, at_last_fire, leased })
 }
 
 async fn drive(

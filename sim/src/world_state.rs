@@ -17,7 +17,7 @@ use rusqlite::{Connection, OptionalExtension};
 use store::{FaultPoint, Profile};
 
 use crate::history::{Event, LeaseRow, Recorder};
-use crate::plan::{Action, Plan};
+use crate::plan::{Action, Plan, TAKEOVER_WAIT_TTLS};
 use crate::time::now_ns;
 
 /// The most store calls one run may make. A storm makes hundreds and the busiest engine
@@ -47,6 +47,10 @@ pub struct WorldState {
     /// Per slot: the occurrences reached when the last decision fired (the reached triples
     /// after it are those past these counts).
     pub(crate) at_last_fire: RefCell<Vec<u32>>,
+    /// Per slot as `occurrences`: how many of the occurrences reached while faults were on
+    /// came with the caller acting under a lease (where a process pause can leave a holder
+    /// superseded).
+    pub(crate) leased: RefCell<Vec<u32>>,
     pub(crate) observer: RefCell<Option<Connection>>,
     pub faults_on: Cell<bool>,
     /// Set once the run has made [`CALL_BUDGET`] store calls: every later call hangs, and
@@ -57,8 +61,29 @@ pub struct WorldState {
     pub incarnations: RefCell<Vec<u32>>,
     pub alive: RefCell<Vec<bool>>,
     pub node_ids: RefCell<Vec<madsim::task::NodeId>>,
-    pub(crate) restart_tx: RefCell<Option<mpsc::UnboundedSender<(u32, u64)>>>,
-    pub(crate) restart_rx: RefCell<Option<mpsc::UnboundedReceiver<(u32, u64)>>>,
+    pub(crate) restart_tx: RefCell<Option<mpsc::UnboundedSender<Wake>>>,
+    pub(crate) restart_rx: RefCell<Option<mpsc::UnboundedReceiver<Wake>>>,
+}
+
+/// When the supervisor resumes a paused process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resume {
+    /// After this long.
+    After { ms: u64 },
+    /// Once `writes` mutations of `run_id` were applied under epochs later than `epoch`,
+    /// checked every tenth of `ttl_ms`; or once the store looks held by the paused process
+    /// itself (a whole ttl with nothing committed anywhere and callers meeting Busy: it
+    /// paused inside a write transaction, so no successor can acquire); or after
+    /// [`TAKEOVER_WAIT_TTLS`] ttls.
+    AfterTakeover { run_id: String, epoch: u64, writes: u32, ttl_ms: u64 },
+}
+
+/// What a node asks of the supervisor.
+pub enum Wake {
+    /// The node crashed: restart it this much later.
+    Restart { node: u32, after_ms: u64 },
+    /// The node paused itself in this incarnation: resume it as `when` says.
+    Resume { node: u32, incarnation: u32, when: Resume },
 }
 
 impl WorldState {
@@ -69,8 +94,9 @@ impl WorldState {
         downcast_shared(&self.shared, &self.plan.scenario)
     }
 
-    /// The plan's action for the node's next occurrence of `point`, if any.
-    pub fn decide(&self, node: u32, point: FaultPoint) -> Option<Action> {
+    /// The plan's action for the node's next occurrence of `point`, if any; `under_lease`:
+    /// the caller reached it acting under a lease.
+    pub fn decide(&self, node: u32, point: FaultPoint, under_lease: bool) -> Option<Action> {
         // A plan without decisions (a faultless run) never fires: skip the counting, unless
         // the caller asked for the reached occurrences.
         if !self.count_always && self.table.is_empty() && self.lazy.as_ref().is_none_or(|l| l.is_empty()) {
@@ -89,6 +115,11 @@ impl WorldState {
         }
         if let Some(a) = self.armed.borrow_mut().get_mut(slot) {
             *a = n;
+        }
+        if under_lease {
+            if let Some(l) = self.leased.borrow_mut().get_mut(slot) {
+                *l += 1;
+            }
         }
         let action = match &self.lazy {
             Some(lazy) => lazy.decide(node, point, n),
@@ -197,27 +228,98 @@ impl WorldState {
             call: None,
         });
         if let Some(tx) = self.restart_tx.borrow().as_ref() {
-            let _ = tx.unbounded_send((node, restart_after_ms));
+            let _ = tx.unbounded_send(Wake::Restart { node, after_ms: restart_after_ms });
         }
         madsim::runtime::Handle::current().kill(id);
     }
 
-    /// Restart requests from crashed nodes; the supervisor drives them with
-    /// [`WorldState::restart_loop`].
+    /// Pause every task of `node` (the caller is one of them and parks at its next await);
+    /// the supervisor resumes it as `when` says. Once the run is ending (no supervisor to
+    /// ask) the pause is skipped.
+    pub fn pause_self(&self, node: u32, when: Resume) {
+        let Some(tx) = self.restart_tx.borrow().as_ref().cloned() else { return };
+        let incarnation = self.incarnations.borrow()[node as usize];
+        self.recorder.event(Event {
+            at_ns: now_ns(),
+            node: Some(node),
+            epoch: None,
+            op: "PAUSE".into(),
+            outcome: match &when {
+                Resume::After { ms } => format!("resume in {ms}ms"),
+                Resume::AfterTakeover { run_id, epoch, writes, .. } => {
+                    format!("resume once {writes} write(s) of {run_id} applied past epoch {epoch}")
+                }
+            },
+            fault: String::new(),
+            call: None,
+        });
+        if tx.unbounded_send(Wake::Resume { node, incarnation, when }).is_ok() {
+            let id = self.node_ids.borrow()[node as usize];
+            madsim::runtime::Handle::current().pause(id);
+        }
+    }
+
+    /// Resume a node paused in `incarnation` (a node killed and restarted since is not).
+    fn resume(&self, node: u32, incarnation: u32) {
+        if !self.alive.borrow()[node as usize] || self.incarnations.borrow()[node as usize] != incarnation {
+            return;
+        }
+        self.recorder.event(Event {
+            at_ns: now_ns(),
+            node: Some(node),
+            epoch: None,
+            op: "CONTINUE".into(),
+            outcome: String::new(),
+            fault: String::new(),
+            call: None,
+        });
+        let id = self.node_ids.borrow()[node as usize];
+        madsim::runtime::Handle::current().resume(id);
+    }
+
+    /// Restart requests from crashed nodes and resume requests from paused ones; the
+    /// supervisor drives them with [`WorldState::restart_loop`].
     /// Holds the world only weakly, so a run's state is freed with the run even when the
     /// runtime keeps a pending timer.
     pub async fn restart_loop(self: Rc<WorldState>) {
         let Some(mut rx) = self.restart_rx.borrow_mut().take() else { return };
         let weak = Rc::downgrade(&self);
         drop(self);
-        while let Some((node, after_ms)) = rx.next().await {
+        while let Some(wake) = rx.next().await {
             let w = weak.clone();
-            madsim::task::spawn_local(async move {
-                madsim::time::sleep(Duration::from_millis(after_ms)).await;
-                if let Some(w) = w.upgrade() {
-                    w.restart(node);
-                }
-            });
+            match wake {
+                Wake::Restart { node, after_ms } => madsim::task::spawn_local(async move {
+                    madsim::time::sleep(Duration::from_millis(after_ms)).await;
+                    if let Some(w) = w.upgrade() {
+                        w.restart(node);
+                    }
+                }),
+                Wake::Resume { node, incarnation, when } => madsim::task::spawn_local(async move {
+                    match when {
+                        Resume::After { ms } => madsim::time::sleep(Duration::from_millis(ms)).await,
+                        Resume::AfterTakeover { run_id, epoch, writes, ttl_ms } => {
+                            let step = (ttl_ms / 10).max(1);
+                            let paused_at = now_ns();
+                            for _ in 0..TAKEOVER_WAIT_TTLS * ttl_ms / step {
+                                madsim::time::sleep(Duration::from_millis(step)).await;
+                                let Some(w) = w.upgrade() else { return };
+                                if w.recorder.applied_after_epoch(&run_id, epoch) >= writes as usize {
+                                    break;
+                                }
+                                // Paused holding the write lock, the takeover cannot come:
+                                // a whole ttl with nothing committed and callers meeting Busy.
+                                let ttl_ago = now_ns().saturating_sub(ttl_ms * 1_000_000);
+                                if ttl_ago >= paused_at && w.recorder.store_held_since(ttl_ago) {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    if let Some(w) = w.upgrade() {
+                        w.resume(node, incarnation);
+                    }
+                }),
+            };
         }
     }
 

@@ -22,6 +22,10 @@ pub struct ReachedPoint {
     pub point: String,
     /// Occurrences 1..=this were reached.
     pub occurrences: u32,
+    /// How many of them the caller reached acting under a lease (absent in corpora saved
+    /// before it was counted: read as all of them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub under_lease: Option<u32>,
 }
 
 /// One corpus entry as saved.
@@ -45,6 +49,8 @@ pub struct Entry {
     pub plan: Plan,
     pub states: Vec<u16>,
     pub reached: Vec<(u32, FaultPoint, u32)>,
+    /// Per `reached` triple: how many of its occurrences came under a lease.
+    pub leased: Vec<u32>,
 }
 
 /// The reached triples of a run from its per-slot counts (`runner::Outcome::reached`).
@@ -69,10 +75,12 @@ impl Entry {
             reached: self
                 .reached
                 .iter()
-                .map(|&(node, p, occurrences)| ReachedPoint {
+                .zip(&self.leased)
+                .map(|(&(node, p, occurrences), &leased)| ReachedPoint {
                     node,
                     point: p.name().to_string(),
                     occurrences,
+                    under_lease: Some(leased),
                 })
                 .collect(),
         }
@@ -89,13 +97,15 @@ impl Entry {
             );
         }
         let mut reached = Vec::with_capacity(s.reached.len());
+        let mut leased = Vec::with_capacity(s.reached.len());
         for r in &s.reached {
             let p = FaultPoint::from_name(&r.point)
                 .ok_or_else(|| format!("{what}: unknown fault point {:?}", r.point))?;
             reached.push((r.node, p, r.occurrences));
+            leased.push(r.under_lease.unwrap_or(r.occurrences).min(r.occurrences));
         }
         s.plan.table().map_err(|e| format!("{what}: {e}"))?;
-        Ok(Entry { run: s.run, new_states: s.new_states, plan: s.plan, states, reached })
+        Ok(Entry { run: s.run, new_states: s.new_states, plan: s.plan, states, reached, leased })
     }
 }
 

@@ -7,7 +7,9 @@
 //! reached with faults on (at the scenario's fault points), with every action of a small
 //! fixed set (a 10 ms stall, a stall of 1.5 ttl, a stall to the lease expiry instant at a
 //! `before*` or `after_check` point, a crash with a restart one ttl later where the scenario
-//! allows crashes), at the triples reached AFTER the plan's last fault fired. Plans are
+//! allows crashes), at the triples reached AFTER the plan's last fault fired. Process
+//! pauses are not in the set (a certificate speaks of these actions only; the guided search
+//! draws pauses). Plans are
 //! deduplicated as sets of decisions. Sound: in a plan S + {b} whose faults all fire, b
 //! firing last, the run is the run of S up to the instant b's triple is reached, which is
 //! after S's last fault fired, so S's run lists it; a fault whose triple is never reached

@@ -1,17 +1,22 @@
 //! Candidate plans from the corpus. 30% of candidates are a fresh seed's own derived plan
 //! (the workload a seed draws matters as much as its faults; see BENCHMARKS.md, "Guided
-//! exploration"). Of the rest, 40% are focused plans (`Mutator::focused`): a seed's
+//! exploration"). Of the rest, 25% are takeover probes (`Mutator::probe`): a corpus entry's
+//! plan plus one pause of the whole process until its run is taken over, at an occurrence
+//! the entry's run reached acting under a lease (the fencing hazard itself, aimed: a holder
+//! frozen, heartbeat and all, while a successor acquires and writes). Of the rest again,
+//! 40% are focused plans (`Mutator::focused`): a seed's
 //! workload with its faults narrowed to one to three points the corpus reached, firing
 //! densely there, which is what a targeted scenario does by hand for one window, with the
 //! points drawn instead of chosen (swarm testing's insight: a fault left out can be as
-//! decisive as one put in). Of the rest again, 30% are model-guided: an abstract state of
+//! decisive as one put in); a third to two thirds of their stalls past the ttl pause the
+//! whole process instead, half of those until a takeover. Of the rest again, 30% are model-guided: an abstract state of
 //! the universe no run reached yet whose name gives its lever (a call of an operation under
 //! a relation with a fault never seen there: that fault at a point of that operation, in an
 //! entry that reached the same operation and relation; an engine crash point against a
 //! recovery never seen: a crash there) is aimed at directly (`aims`). The others pick a
 //! parent by energy (entries that reached rarer states are picked more often) and mutate
 //! it: put a fault (a short stall, a stall past the ttl, a stall to the lease expiry
-//! instant, or a crash where the scenario allows one) at a (node, point, occurrence) the
+//! instant, a process pause until a takeover, or a crash where the scenario allows one) at a (node, point, occurrence) the
 //! parent's run reached, half the time weighted toward points few corpus entries reached
 //! (`point_rarity`); move a fault to a nearby occurrence or another node; drop a decision;
 //! splice two entries; change the knobs within the scenario's range (decisions and clocks
@@ -39,11 +44,14 @@ pub fn actions_at(point: FaultPoint, faults: &FaultProfile, ttl_ms: u64) -> Vec<
     out
 }
 
-/// Of the candidates that are not fresh seeds: the share that are focused plans
-/// ([`Mutator::focused`]), and of the rest the share aimed at an unreached state ([`aims`]).
+/// Of the candidates that are not fresh seeds: the share that are takeover probes
+/// ([`Mutator::probe`]); of the rest, the share that are focused plans
+/// ([`Mutator::focused`]); and of the rest again the share aimed at an unreached state
+/// ([`aims`]).
 /// Measured over search seeds 0..4 (BENCHMARKS.md, "Guided exploration", stop 14): with
 /// 40% focused and 30% aimed, the median run to F4 from `queue` under v1_44_1 fell from
 /// 1,213 to 98 and to F2 under v1_45_0 from 271 to 63.
+pub const PROBE_PER_MILLE: u32 = 250;
 pub const FOCUS_PER_MILLE: u32 = 400;
 pub const AIM_PER_MILLE: u32 = 300;
 
@@ -248,9 +256,56 @@ impl Mutator<'_> {
             .fire(50, 300)
             .stalls((500, 900), (400, 900), faults.stall_past_ttl_max_pct)
             .crashes(0, 200, crash_points)
+            .pauses(300, 700)
             .occurrences(faults.occurrences)
             .clocks(faults.skew_ms_max, faults.drift_ppm_max);
         Plan::generate_lazy(self.scenario.name(), self.profile, seed, knobs, &narrowed)
+    }
+
+    /// A takeover probe (Kleppmann's fencing example, aimed): a corpus entry's plan with one
+    /// more fault, a pause of the whole process until the run is taken over
+    /// ([`Action::PauseUntilTakeover`]), at an occurrence its run reached acting under a
+    /// lease. The (node, point) is drawn in proportion to its occurrences under a lease (the
+    /// points a holder passes often, a loop's, are probed often), the occurrence uniformly;
+    /// half the time the entry's other faults are dropped, so the probe is the run's only
+    /// fault. The successor writes drawn (1 to 8) decide how far the successor gets first.
+    pub fn probe(&self, r: &mut ChaCha8Rng) -> Plan {
+        let parent = &self.corpus[pick(r, &self.energy)];
+        let mut plan = parent.plan.clone();
+        let faults = self.scenario.faults(&plan.knobs);
+        let slots: Vec<(u32, FaultPoint, u32, u32)> = parent
+            .reached
+            .iter()
+            .zip(&parent.leased)
+            .filter(|((n, p, c), &l)| *n < plan.knobs.nodes && *c > 0 && l > 0 && faults.points.contains(p))
+            .map(|(&(n, p, c), &l)| (n, p, c, l))
+            .collect();
+        let total: u64 = slots.iter().map(|s| u64::from(s.3)).sum();
+        if total == 0 {
+            return plan;
+        }
+        let mut x = r.between(0, total - 1);
+        let mut at = (slots[0].0, slots[0].1, 1);
+        for &(node, point, count, leased) in &slots {
+            if x < u64::from(leased) {
+                at = (node, point, r.between(1, u64::from(count)) as u32);
+                break;
+            }
+            x -= u64::from(leased);
+        }
+        if r.chance(500) {
+            plan.decisions.clear();
+        }
+        let (node, point, occurrence) = at;
+        plan.decisions.retain(|d| !(d.node == node && d.occurrence == occurrence && d.point == point.name()));
+        plan.decisions.push(Decision {
+            node,
+            point: point.name().to_string(),
+            occurrence,
+            action: Action::PauseUntilTakeover { writes: r.between(1, 8) as u32 },
+        });
+        normalize(&mut plan);
+        plan
     }
 
     /// An index into `points`: half the time weighted toward points few corpus entries
@@ -268,6 +323,9 @@ impl Mutator<'_> {
     pub fn candidate(&self, r: &mut ChaCha8Rng) -> Plan {
         if self.corpus.is_empty() || r.chance(300) {
             return self.fresh(r);
+        }
+        if r.chance(PROBE_PER_MILLE) {
+            return self.probe(r);
         }
         if r.chance(FOCUS_PER_MILLE) {
             return self.focused(r);
@@ -318,8 +376,9 @@ impl Mutator<'_> {
         let &(node, point, count) = slots[i];
         let occurrence = r.between(1, u64::from(count)) as u32;
         let ttl = plan.knobs.ttl_ms;
-        let action = match r.between(0, 3) {
+        let action = match r.between(0, 4) {
             0 => Action::Stall { ms: r.between(1, 20) },
+            4 => Action::PauseUntilTakeover { writes: r.between(1, 8) as u32 },
             1 => Action::Stall {
                 ms: r.between(ttl * 105 / 100, ttl * faults.stall_past_ttl_max_pct.max(106) / 100),
             },
@@ -446,6 +505,7 @@ mod tests {
             },
             states: states.iter().map(|s| index[s]).collect(),
             reached: reached.to_vec(),
+            leased: reached.iter().map(|t| t.2).collect(),
         }
     }
 

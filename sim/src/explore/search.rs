@@ -23,6 +23,8 @@ pub struct RunResult {
     pub plan: Plan,
     pub states: Vec<u16>,
     pub reached: Vec<(u32, FaultPoint, u32)>,
+    /// Per reached (node, point), as `reached`: how many of its occurrences came under a lease.
+    pub leased: Vec<u32>,
     /// Per reached (node, point): the occurrences reached when the plan's last decision
     /// fired (the triples after it are the ones past this count).
     pub before_last_fire: Vec<u32>,
@@ -52,6 +54,12 @@ pub(super) fn run_one(scenario: &'static dyn Scenario, profile: ProfileName, pla
                     })
                     .collect(),
                 reached: reached_of(&out.reached),
+                leased: reached_of(&out.reached)
+                    .iter()
+                    .map(|&(n, p, _)| {
+                        out.leased.get(n as usize * FaultPoint::ALL.len() + p.index()).copied().unwrap_or(0)
+                    })
+                    .collect(),
                 first_property: out.violations.first().map(|v| v.property.to_string()),
                 witness: out.violations.first().map(|v| v.witness.clone()).unwrap_or_default(),
                 findings: crate::findings::FINDINGS
@@ -67,6 +75,7 @@ pub(super) fn run_one(scenario: &'static dyn Scenario, profile: ProfileName, pla
             plan,
             states: Vec::new(),
             reached: Vec::new(),
+            leased: Vec::new(),
             before_last_fire: Vec::new(),
             properties: vec!["harness_error".into()],
             first_property: None,
@@ -462,6 +471,7 @@ pub fn explore(scenario: &'static dyn Scenario, opts: &ExploreOptions) -> Result
                     plan,
                     states: res.states,
                     reached: res.reached,
+                    leased: res.leased,
                 };
                 if let Some(dir) = &opts.corpus {
                     corpus::save_entry(dir, entries.len() as u64 + 1, &e)?;

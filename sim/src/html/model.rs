@@ -265,7 +265,8 @@ pub fn build(history: &History, report: &RunReport, preferred: Option<usize>) ->
         }
         event_into(e, calls, &mut lanes, &mut marks, &mut t);
     }
-    // A stall to the lease expiry lasts until its call returned (or the run ended).
+    // A stall to the lease expiry lasts until its call returned, a pause until its process
+    // continued (or the run ended).
     for lane in lanes.values_mut() {
         for s in &mut lane.stalls {
             if s.end_ns < s.start_ns {
@@ -327,6 +328,13 @@ fn event_into(
     let lane = lanes.entry(node).or_insert_with(|| Lane { node, ..Lane::default() });
     if e.op == "CRASH" {
         lane.crashes.push((e.at_ns, e.outcome.clone()));
+    } else if e.op == "CONTINUE" {
+        // A process pause ends: close the lane's open pause band.
+        if let Some(s) =
+            lane.stalls.iter_mut().rev().find(|s| s.end_ns < s.start_ns && s.what.starts_with("pause"))
+        {
+            s.end_ns = e.at_ns;
+        }
     } else if e.op == "RESTART" {
         let inc = e.outcome.strip_prefix("incarnation ").and_then(|n| n.parse().ok()).unwrap_or(0);
         lane.restarts.push((e.at_ns, inc));
@@ -337,6 +345,9 @@ fn event_into(
         } else if e.fault.starts_with("stall to the lease expiry") {
             let end = e.call.and_then(|id| calls.get(id)).and_then(|c| c.returned_ns).unwrap_or(0);
             lane.stalls.push(Stall { node, start_ns: e.at_ns, end_ns: end, what: e.fault.clone() });
+        } else if e.fault.starts_with("pause the process") {
+            // The whole process freezes until its CONTINUE line (or the run's end).
+            lane.stalls.push(Stall { node, start_ns: e.at_ns, end_ns: 0, what: e.fault.clone() });
         }
     } else if e.call.is_none() {
         let kind = match e.op.split(' ').next().unwrap_or("") {

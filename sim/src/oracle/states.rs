@@ -168,7 +168,9 @@ pub fn reached(j: &Judged) -> Vec<u16> {
         let Some(call) = f.call else { continue };
         let name = match f.kind {
             FaultKind::Yield => continue,
-            FaultKind::Stall => "stall",
+            // A pause holds the call in flight as a stall does (and the process's other
+            // tasks too, which their own calls' relations show).
+            FaultKind::Stall | FaultKind::Pause => "stall",
             FaultKind::StallToExpiry => "stall_to_expiry",
             FaultKind::Crash if f.point.moment() == Moment::AfterCommit => "crash_after_commit",
             FaultKind::Crash => "crash_before",
