@@ -202,38 +202,56 @@ fn bad_input_exits_2_with_a_message() {
     assert!(err.contains("malformed corpus entry"), "{err}");
 }
 
-#[test]
-fn a_focused_plan_narrows_its_faults_to_a_few_reached_points_densely_and_reproducibly() {
-    use sim::explore::corpus::{reached_of, Entry};
-    use sim::explore::mutate::{energies, point_rarity, Mutator};
-    use sim::plan::Action;
+/// Seed 7's `queue` run under `current` as a corpus entry: its plan written out, its states,
+/// the (node, point, occurrences) it reached and how many of those came under a lease.
+fn seed7_entry() -> sim::explore::corpus::Entry {
+    use sim::explore::corpus::reached_of;
     let s = scenario("queue");
     let knobs = s.knobs(7);
     let fresh = Plan::generate_lazy(s.name(), "current", 7, knobs.clone(), &s.faults(&knobs));
     let out = execute_counting(s, ProfileName::Current, fresh).unwrap();
     let reached = reached_of(&out.reached);
+    let n = store::FaultPoint::ALL.len();
+    let leased = reached.iter().map(|&(node, p, _)| out.leased[node as usize * n + p.index()]).collect();
     let mut plan = out.plan;
     plan.materialize();
-    let corpus = vec![Entry {
+    sim::explore::corpus::Entry {
         run: 1,
         new_states: 1,
         plan,
         states: out.report.states.clone(),
-        reached: reached.clone(),
-        leased: reached.iter().map(|t| t.2).collect(),
-    }];
-    let mut hits = vec![0u64; sim::oracle::states::universe().len()];
-    for &st in &corpus[0].states {
-        hits[usize::from(st)] += 1;
+        reached,
+        leased,
     }
-    let m = Mutator {
-        scenario: s,
+}
+
+/// The mutator over a corpus of its own states only (each reached once), no aims.
+fn one_entry_mutator(corpus: &[sim::explore::corpus::Entry]) -> sim::explore::mutate::Mutator<'_> {
+    use sim::explore::mutate::{energies, point_rarity, Mutator};
+    let mut hits = vec![0u64; sim::oracle::states::universe().len()];
+    for e in corpus {
+        for &st in &e.states {
+            hits[usize::from(st)] += 1;
+        }
+    }
+    Mutator {
+        scenario: scenario("queue"),
         profile: "current",
-        corpus: &corpus,
-        energy: energies(&corpus, &hits),
+        corpus,
+        energy: energies(corpus, &hits),
         aims: Vec::new(),
-        point_rarity: point_rarity(&corpus),
-    };
+        point_rarity: point_rarity(corpus),
+    }
+}
+
+#[test]
+fn a_focused_plan_narrows_its_faults_to_a_few_reached_points_densely_and_reproducibly() {
+    use sim::plan::Action;
+    let s = scenario("queue");
+    let knobs = s.knobs(7);
+    let corpus = vec![seed7_entry()];
+    let reached = corpus[0].reached.clone();
+    let m = one_entry_mutator(&corpus);
     let crash_points = s.faults(&knobs).crash_points;
     let (mut stalls_past_ttl, mut pauses, mut decisions) = (0, 0, 0);
     for i in 0..40 {
@@ -274,48 +292,18 @@ fn a_focused_plan_narrows_its_faults_to_a_few_reached_points_densely_and_reprodu
 
 #[test]
 fn a_takeover_probe_adds_one_pause_where_the_parent_acted_under_a_lease() {
-    use sim::explore::corpus::{reached_of, Entry};
-    use sim::explore::mutate::{energies, point_rarity, Mutator};
     use sim::plan::Action;
-    let s = scenario("queue");
-    let knobs = s.knobs(7);
-    let fresh = Plan::generate_lazy(s.name(), "current", 7, knobs.clone(), &s.faults(&knobs));
-    let out = execute_counting(s, ProfileName::Current, fresh).unwrap();
-    let reached = reached_of(&out.reached);
-    let n = store::FaultPoint::ALL.len();
-    let leased: Vec<u32> =
-        reached.iter().map(|&(node, p, _)| out.leased[node as usize * n + p.index()]).collect();
+    let corpus = vec![seed7_entry()];
+    let (reached, leased, parent) = (&corpus[0].reached, &corpus[0].leased, &corpus[0].plan);
     assert!(leased.iter().any(|&l| l > 0), "a queue run acts under leases");
     assert!(
         reached
             .iter()
-            .zip(&leased)
+            .zip(leased)
             .any(|(&(_, p, _), &l)| l == 0 && p == store::FaultPoint::SqliteListRunsBeforeRead),
         "listing runs is never done under a lease"
     );
-    let mut plan = out.plan;
-    plan.materialize();
-    let parent = plan.clone();
-    let corpus = vec![Entry {
-        run: 1,
-        new_states: 1,
-        plan,
-        states: out.report.states.clone(),
-        reached: reached.clone(),
-        leased: leased.clone(),
-    }];
-    let mut hits = vec![0u64; sim::oracle::states::universe().len()];
-    for &st in &corpus[0].states {
-        hits[usize::from(st)] += 1;
-    }
-    let m = Mutator {
-        scenario: s,
-        profile: "current",
-        corpus: &corpus,
-        energy: energies(&corpus, &hits),
-        aims: Vec::new(),
-        point_rarity: point_rarity(&corpus),
-    };
+    let m = one_entry_mutator(&corpus);
     let (mut alone, mut kept) = (0, 0);
     for i in 0..40 {
         let p = m.probe(&mut sim::seed::rng(2, "probe-test", i));
@@ -326,7 +314,7 @@ fn a_takeover_probe_adds_one_pause_where_the_parent_acted_under_a_lease() {
         let d = probes[0];
         let at = reached
             .iter()
-            .zip(&leased)
+            .zip(leased)
             .find(|((node, q, _), _)| *node == d.node && q.name() == d.point)
             .expect("the probe is at a (node, point) the parent reached");
         assert!(*at.1 > 0, "{} on n{} was never reached under a lease", d.point, d.node);

@@ -218,19 +218,24 @@ impl WorldState {
     pub fn crash_self(&self, node: u32, restart_after_ms: u64) {
         self.alive.borrow_mut()[node as usize] = false;
         let id = self.node_ids.borrow()[node as usize];
-        self.recorder.event(Event {
-            at_ns: now_ns(),
-            node: Some(node),
-            epoch: None,
-            op: "CRASH".into(),
-            outcome: format!("restart in {restart_after_ms}ms"),
-            fault: String::new(),
-            call: None,
-        });
+        self.lifecycle(node, "CRASH", format!("restart in {restart_after_ms}ms"));
         if let Some(tx) = self.restart_tx.borrow().as_ref() {
             let _ = tx.unbounded_send(Wake::Restart { node, after_ms: restart_after_ms });
         }
         madsim::runtime::Handle::current().kill(id);
+    }
+
+    /// A node lifecycle line of the timeline (`CRASH`, `RESTART`, `PAUSE`, `CONTINUE`).
+    fn lifecycle(&self, node: u32, op: &str, outcome: String) {
+        self.recorder.event(Event {
+            at_ns: now_ns(),
+            node: Some(node),
+            epoch: None,
+            op: op.to_string(),
+            outcome,
+            fault: String::new(),
+            call: None,
+        });
     }
 
     /// Pause every task of `node` (the caller is one of them and parks at its next await);
@@ -239,20 +244,16 @@ impl WorldState {
     pub fn pause_self(&self, node: u32, when: Resume) {
         let Some(tx) = self.restart_tx.borrow().as_ref().cloned() else { return };
         let incarnation = self.incarnations.borrow()[node as usize];
-        self.recorder.event(Event {
-            at_ns: now_ns(),
-            node: Some(node),
-            epoch: None,
-            op: "PAUSE".into(),
-            outcome: match &when {
+        self.lifecycle(
+            node,
+            "PAUSE",
+            match &when {
                 Resume::After { ms } => format!("resume in {ms}ms"),
                 Resume::AfterTakeover { run_id, epoch, writes, .. } => {
                     format!("resume once {writes} write(s) of {run_id} applied past epoch {epoch}")
                 }
             },
-            fault: String::new(),
-            call: None,
-        });
+        );
         if tx.unbounded_send(Wake::Resume { node, incarnation, when }).is_ok() {
             let id = self.node_ids.borrow()[node as usize];
             madsim::runtime::Handle::current().pause(id);
@@ -264,15 +265,7 @@ impl WorldState {
         if !self.alive.borrow()[node as usize] || self.incarnations.borrow()[node as usize] != incarnation {
             return;
         }
-        self.recorder.event(Event {
-            at_ns: now_ns(),
-            node: Some(node),
-            epoch: None,
-            op: "CONTINUE".into(),
-            outcome: String::new(),
-            fault: String::new(),
-            call: None,
-        });
+        self.lifecycle(node, "CONTINUE", String::new());
         let id = self.node_ids.borrow()[node as usize];
         madsim::runtime::Handle::current().resume(id);
     }
@@ -330,15 +323,7 @@ impl WorldState {
         }
         self.incarnations.borrow_mut()[node as usize] += 1;
         self.alive.borrow_mut()[node as usize] = true;
-        self.recorder.event(Event {
-            at_ns: now_ns(),
-            node: Some(node),
-            epoch: None,
-            op: "RESTART".into(),
-            outcome: format!("incarnation {}", self.incarnations.borrow()[node as usize]),
-            fault: String::new(),
-            call: None,
-        });
+        self.lifecycle(node, "RESTART", format!("incarnation {}", self.incarnations.borrow()[node as usize]));
         let id = self.node_ids.borrow()[node as usize];
         madsim::runtime::Handle::current().restart(id);
     }
