@@ -14,8 +14,11 @@
 //!   reached by exactly one run and `Q2` by exactly two. It is a lower bound in expectation
 //!   (it cannot see states whose chance per run is far below `1/m`), with Chao's log-normal
 //!   95% interval, whose lower end is never below the states observed.
-//! - **discovery probability**, Good-Turing's `Q1/m`: the chance that the next run reaches
-//!   a state no run reached yet (STADS's residual risk of a green sweep).
+//! - **discovery**, Good-Turing's `Q1/m`: how many states no run reached yet the next run
+//!   is expected to reach (STADS's residual risk of a green sweep). A run reaches many
+//!   states at once (incidence data), so this is an expected count, not a probability: it
+//!   exceeds 1 when a few runs left many singletons; the chance that the next run reaches
+//!   any new state is at most it (Markov), which is what the text prints, capped at 100%.
 //!
 //! The estimates assume the runs are exchangeable, which holds for a seed sweep (each seed
 //! an independent draw from the scenario's plan distribution), and they bound what THAT
@@ -40,7 +43,8 @@ pub struct Richness {
     pub estimated: f64,
     pub estimated_low: f64,
     pub estimated_high: f64,
-    /// Good-Turing: the chance that one more run reaches a state none reached.
+    /// Good-Turing's Q1/m: the states none reached that one more run is expected to reach
+    /// (a count; the chance that it reaches any is at most this).
     pub discovery: f64,
 }
 
@@ -92,12 +96,12 @@ impl Richness {
     }
 
     /// One line for the text reports, e.g. `estimated reachable 519 (95% 496-562, Chao2; 60
-    /// states seen once, 36 twice): 90.8% seen; the next run finds a new state with
-    /// probability 1.20%`.
+    /// states seen once, 36 twice): 90.8% seen; the next run is expected to reach 0.012 new
+    /// states (Q1/m: at most a 1.20% chance of any)`.
     pub fn line(&self) -> String {
         let pm = self.covered_per_mille();
         format!(
-            "estimated reachable {:.0} (95% {:.0}-{:.0}, Chao2; {} states seen once, {} twice): {}.{}% seen; the next run finds a new state with probability {:.2}%",
+            "estimated reachable {:.0} (95% {:.0}-{:.0}, Chao2; {} states seen once, {} twice): {}.{}% seen; the next run is expected to reach {:.3} new states (Q1/m: at most a {:.2}% chance of any)",
             self.estimated,
             self.estimated_low,
             self.estimated_high,
@@ -105,7 +109,8 @@ impl Richness {
             self.doubletons,
             pm / 10,
             pm % 10,
-            self.discovery * 100.0
+            self.discovery,
+            self.discovery.min(1.0) * 100.0
         )
     }
 }
@@ -122,6 +127,19 @@ mod tests {
         assert_eq!((r.estimated_low, r.estimated_high), (4.0, 4.0));
         assert_eq!(r.discovery, 0.0);
         assert_eq!(r.covered_per_mille(), 1000);
+    }
+
+    #[test]
+    fn discovery_is_an_expected_count_and_the_printed_chance_is_capped() {
+        // 3 runs, 26 states each reached by one run: 26/3 new states expected next run.
+        let r = Richness::from_counts(std::iter::repeat_n(1, 26), 3);
+        assert!((r.discovery - 26.0 / 3.0).abs() < 1e-12, "{}", r.discovery);
+        let line = r.line();
+        assert!(line.contains("expected to reach 8.667 new states"), "{line}");
+        assert!(line.contains("at most a 100.00% chance of any"), "{line}");
+        // Few singletons over many runs: the bound is the count itself.
+        let line = Richness::from_counts([1, 50, 60], 100).line();
+        assert!(line.contains("0.010 new states (Q1/m: at most a 1.00% chance of any)"), "{line}");
     }
 
     #[test]
