@@ -140,9 +140,7 @@ fn a_host_submits_again_a_run_its_failed_submission_never_persisted() {
         assert_eq!(submissions(h, run), 2, "{run}: its failed submission was not made again");
     }
     assert!(
-        h.calls.iter().any(|c| c.op == OpKind::Acquire
-            && c.run_id == "run-1"
-            && matches!(&c.outcome, sim::history::Outcome::Err { code, .. } if code == "busy")),
+        h.calls.iter().any(|c| c.op == OpKind::Acquire && c.run_id == "run-1" && c.outcome.is_busy()),
         "run-1's first acquire is no longer refused busy"
     );
 }

@@ -170,9 +170,7 @@ fn a_pause_until_takeover_inside_a_write_transaction_ends_once_the_store_is_seen
         let Some(f) = h.faults.iter().find(|f| f.node == 0 && f.point == HELD) else { continue };
         let resumed = resumed_at(h, 0, f.at_ns).expect("the supervisor resumes the node");
         let busy_during = h.calls.iter().any(|c| {
-            c.node != 0
-                && c.returned_ns.is_some_and(|r| r > f.at_ns && r < resumed)
-                && matches!(&c.outcome, sim::history::Outcome::Err { code, .. } if code == "busy")
+            c.node != 0 && c.returned_ns.is_some_and(|r| r > f.at_ns && r < resumed) && c.outcome.is_busy()
         });
         let committed_during = h
             .calls

@@ -151,23 +151,25 @@ impl Env for SimEnv {
                     Ok(())
                 }))
             }
-            Action::Pause { ms } => {
-                w.pause_self(self.node, Resume::After { ms });
-                Some(Box::pin(async {
-                    madsim::task::yield_now().await;
-                    Ok(())
-                }))
-            }
-            Action::PauseUntilTakeover { writes } => {
-                let ttl_ms = w.plan.knobs.ttl_ms.max(1);
-                let run = site.run_id.map(str::to_string);
-                let epoch = site
-                    .epoch
-                    .or_else(|| run.as_deref().and_then(|r| w.observe_lease(r)).map(|row| row.epoch));
-                let resume = match (run, epoch) {
-                    (Some(run_id), Some(epoch)) => Resume::AfterTakeover { run_id, epoch, writes, ttl_ms },
-                    _ => Resume::After { ms: ttl_ms * 3 / 2 },
+            Action::Pause { .. } | Action::PauseUntilTakeover { .. } => {
+                let resume = match action {
+                    Action::PauseUntilTakeover { writes } => {
+                        let ttl_ms = w.plan.knobs.ttl_ms.max(1);
+                        let run = site.run_id.map(str::to_string);
+                        let epoch = site
+                            .epoch
+                            .or_else(|| run.as_deref().and_then(|r| w.observe_lease(r)).map(|row| row.epoch));
+                        match (run, epoch) {
+                            (Some(run_id), Some(epoch)) => {
+                                Resume::AfterTakeover { run_id, epoch, writes, ttl_ms }
+                            }
+                            _ => Resume::After { ms: ttl_ms * 3 / 2 },
+                        }
+                    }
+                    Action::Pause { ms } => Resume::After { ms },
+                    _ => unreachable!("the arm matched a pause"),
                 };
+                // The node is paused now; this task parks at its next await.
                 w.pause_self(self.node, resume);
                 Some(Box::pin(async {
                     madsim::task::yield_now().await;

@@ -195,6 +195,10 @@ impl Outcome {
     pub fn is_ok(&self) -> bool {
         matches!(self, Outcome::Ok { .. })
     }
+    /// Refused with Busy (a write lock held elsewhere).
+    pub fn is_busy(&self) -> bool {
+        matches!(self, Outcome::Err { code, .. } if code == "busy")
+    }
     pub fn short(&self) -> String {
         match self {
             Outcome::Ok { detail } if detail.is_empty() => "ok".into(),
@@ -605,10 +609,8 @@ impl Recorder {
     pub fn store_held_since(&self, since_ns: u64) -> bool {
         let h = self.inner.borrow();
         let applied = h.calls.iter().any(|c| c.applied.as_ref().is_some_and(|a| a.at_ns >= since_ns));
-        let busy = h.calls.iter().any(|c| {
-            c.returned_ns.is_some_and(|r| r >= since_ns)
-                && matches!(&c.outcome, Outcome::Err { code, .. } if code == "busy")
-        });
+        let busy =
+            h.calls.iter().any(|c| c.returned_ns.is_some_and(|r| r >= since_ns) && c.outcome.is_busy());
         !applied && busy
     }
 

@@ -232,8 +232,8 @@ pub fn run(
         incarnations: RefCell::new(vec![0; nodes as usize]),
         alive: RefCell::new(vec![true; nodes as usize]),
         node_ids: RefCell::new(Vec::new()),
-        restart_tx: RefCell::new(Some(tx)),
-        restart_rx: RefCell::new(Some(rx)),
+        wake_tx: RefCell::new(Some(tx)),
+        wake_rx: RefCell::new(Some(rx)),
     });
     let sched_seed = stream_key(world.plan.seed, "scheduler", 0);
     let rt = madsim::runtime::Runtime::with_seed_and_config(sched_seed, madsim::Config::default());
@@ -281,7 +281,7 @@ async fn drive(
         let node = handle.create_node().name(format!("n{i}")).init(move || node_init(scenario, i)).build();
         world.node_ids.borrow_mut().push(node.id());
     }
-    madsim::task::spawn_local(world.clone().restart_loop());
+    madsim::task::spawn_local(world.clone().wake_loop());
     // The supervisor decides when the run ends, unless the call budget runs out first. The
     // budget's wake-up is a channel, not a timer, so a normal run's schedule is untouched.
     let exhausted = world.exhausted_rx.borrow_mut().take();
@@ -292,7 +292,7 @@ async fn drive(
         None => scenario.supervise(world.clone()).await,
     }
     world.faults_on.set(false);
-    world.restart_tx.borrow_mut().take();
+    world.wake_tx.borrow_mut().take();
     world.kill_all();
     madsim::time::sleep(Duration::from_millis(1)).await;
     let end_ns = now_ns();

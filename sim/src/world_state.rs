@@ -1,7 +1,7 @@
 //! The state of one run that its nodes, its fault hook and its supervisor share: the plan's
 //! decisions by (node, point, occurrence), how often each node reached each point, the
-//! recorder, which nodes are alive in which incarnation, the kill and restart of a node,
-//! the call budget, and an observer connection that reads committed state. Single-threaded
+//! recorder, which nodes are alive in which incarnation, the kill, restart, pause and resume
+//! of a node, the call budget, and an observer connection that reads committed state. Single-threaded
 //! (madsim runs a run on one thread); built by [`crate::world`], read by [`crate::env`].
 
 use std::any::Any;
@@ -61,8 +61,8 @@ pub struct WorldState {
     pub incarnations: RefCell<Vec<u32>>,
     pub alive: RefCell<Vec<bool>>,
     pub node_ids: RefCell<Vec<madsim::task::NodeId>>,
-    pub(crate) restart_tx: RefCell<Option<mpsc::UnboundedSender<Wake>>>,
-    pub(crate) restart_rx: RefCell<Option<mpsc::UnboundedReceiver<Wake>>>,
+    pub(crate) wake_tx: RefCell<Option<mpsc::UnboundedSender<Wake>>>,
+    pub(crate) wake_rx: RefCell<Option<mpsc::UnboundedReceiver<Wake>>>,
 }
 
 /// When the supervisor resumes a paused process.
@@ -219,7 +219,7 @@ impl WorldState {
         self.alive.borrow_mut()[node as usize] = false;
         let id = self.node_ids.borrow()[node as usize];
         self.lifecycle(node, "CRASH", format!("restart in {restart_after_ms}ms"));
-        if let Some(tx) = self.restart_tx.borrow().as_ref() {
+        if let Some(tx) = self.wake_tx.borrow().as_ref() {
             let _ = tx.unbounded_send(Wake::Restart { node, after_ms: restart_after_ms });
         }
         madsim::runtime::Handle::current().kill(id);
@@ -242,7 +242,7 @@ impl WorldState {
     /// the supervisor resumes it as `when` says. Once the run is ending (no supervisor to
     /// ask) the pause is skipped.
     pub fn pause_self(&self, node: u32, when: Resume) {
-        let Some(tx) = self.restart_tx.borrow().as_ref().cloned() else { return };
+        let Some(tx) = self.wake_tx.borrow().as_ref().cloned() else { return };
         let incarnation = self.incarnations.borrow()[node as usize];
         self.lifecycle(
             node,
@@ -271,11 +271,11 @@ impl WorldState {
     }
 
     /// Restart requests from crashed nodes and resume requests from paused ones; the
-    /// supervisor drives them with [`WorldState::restart_loop`].
+    /// supervisor drives them with [`WorldState::wake_loop`].
     /// Holds the world only weakly, so a run's state is freed with the run even when the
     /// runtime keeps a pending timer.
-    pub async fn restart_loop(self: Rc<WorldState>) {
-        let Some(mut rx) = self.restart_rx.borrow_mut().take() else { return };
+    pub async fn wake_loop(self: Rc<WorldState>) {
+        let Some(mut rx) = self.wake_rx.borrow_mut().take() else { return };
         let weak = Rc::downgrade(&self);
         drop(self);
         while let Some(wake) = rx.next().await {

@@ -280,23 +280,15 @@ impl Mutator<'_> {
             .filter(|((n, p, c), &l)| *n < plan.knobs.nodes && *c > 0 && l > 0 && faults.points.contains(p))
             .map(|(&(n, p, c), &l)| (n, p, c, l))
             .collect();
-        let total: u64 = slots.iter().map(|s| u64::from(s.3)).sum();
-        if total == 0 {
+        if slots.is_empty() {
             return plan;
         }
-        let mut x = r.between(0, total - 1);
-        let mut at = (slots[0].0, slots[0].1, 1);
-        for &(node, point, count, leased) in &slots {
-            if x < u64::from(leased) {
-                at = (node, point, r.between(1, u64::from(count)) as u32);
-                break;
-            }
-            x -= u64::from(leased);
-        }
+        let (node, point, count, _) =
+            slots[pick(r, &slots.iter().map(|s| u64::from(s.3)).collect::<Vec<_>>())];
+        let occurrence = r.between(1, u64::from(count)) as u32;
         if r.chance(500) {
             plan.decisions.clear();
         }
-        let (node, point, occurrence) = at;
         plan.decisions.retain(|d| !(d.node == node && d.occurrence == occurrence && d.point == point.name()));
         plan.decisions.push(Decision {
             node,

@@ -39,27 +39,22 @@ pub struct RunResult {
 pub(super) fn run_one(scenario: &'static dyn Scenario, profile: ProfileName, plan: Plan) -> RunResult {
     match execute_counting(scenario, profile, plan.clone()) {
         Ok(out) => {
+            let reached = reached_of(&out.reached);
+            let slot = |n: u32, p: FaultPoint| n as usize * FaultPoint::ALL.len() + p.index();
             let mut properties: Vec<String> = out.violations.iter().map(|v| v.property.to_string()).collect();
             properties.sort();
             properties.dedup();
             RunResult {
                 states: out.report.states.clone(),
-                before_last_fire: reached_of(&out.reached)
+                before_last_fire: reached
                     .iter()
-                    .map(|&(n, p, _)| {
-                        out.at_last_fire
-                            .get(n as usize * FaultPoint::ALL.len() + p.index())
-                            .copied()
-                            .unwrap_or(0)
-                    })
+                    .map(|&(n, p, _)| out.at_last_fire.get(slot(n, p)).copied().unwrap_or(0))
                     .collect(),
-                reached: reached_of(&out.reached),
-                leased: reached_of(&out.reached)
+                leased: reached
                     .iter()
-                    .map(|&(n, p, _)| {
-                        out.leased.get(n as usize * FaultPoint::ALL.len() + p.index()).copied().unwrap_or(0)
-                    })
+                    .map(|&(n, p, _)| out.leased.get(slot(n, p)).copied().unwrap_or(0))
                     .collect(),
+                reached,
                 first_property: out.violations.first().map(|v| v.property.to_string()),
                 witness: out.violations.first().map(|v| v.witness.clone()).unwrap_or_default(),
                 findings: crate::findings::FINDINGS

@@ -112,7 +112,7 @@ fn superseded_write_refused(j: &Judged) -> bool {
 }
 
 fn busy_met(j: &Judged) -> bool {
-    j.history.calls.iter().any(|c| matches!(&c.outcome, Outcome::Err { code, .. } if code == "busy"))
+    j.history.calls.iter().any(|c| c.outcome.is_busy())
 }
 
 fn crash_after_commit(j: &Judged) -> bool {

@@ -437,10 +437,9 @@ const BOOT_BUSY_DEADLINE_NS: u64 = 5_000 * 1_000_000;
 fn every_boot_succeeds(j: &Judged, out: &mut Vec<Witness>) {
     for c in j.history.calls.iter().filter(|c| c.op == OpKind::Boot && rejected(c)) {
         let took = c.returned_ns.map(|r| r.saturating_sub(c.invoked_ns));
-        let busy = matches!(&c.outcome, crate::history::Outcome::Err { code, .. } if code == "busy");
         // Giving up with Busy once the deadline has passed is the contract's behaviour (the
         // lock was held that long: a process stalled or paused inside a write transaction).
-        if busy && took.is_some_and(|ns| ns >= BOOT_BUSY_DEADLINE_NS) {
+        if c.outcome.is_busy() && took.is_some_and(|ns| ns >= BOOT_BUSY_DEADLINE_NS) {
             continue;
         }
         out.push(Witness {
