@@ -88,12 +88,19 @@ impl Env for SimEnv {
         if w.over_budget() {
             return Some(Box::pin(std::future::pending()));
         }
+        // A process paused until a takeover that this commit completes is resumed now, and
+        // this task waits (unless the plan acts here anyway) so the resumed process's next
+        // step lands right after this write.
+        let mut resumed = false;
         if let Some(id) = current_call() {
             match point.moment() {
                 Moment::AfterCheck => w.recorder.checked(id, self.now_ms()),
                 Moment::AfterCommit => {
                     let row = site.run_id.and_then(|r| self.lease_row_after_commit(r));
                     w.recorder.applied(id, now_ns(), self.now_ms(), row, site.epoch);
+                    if let Some(run_id) = site.run_id {
+                        resumed = w.takeover_writes_applied(run_id);
+                    }
                 }
                 _ => {}
             }
@@ -104,7 +111,17 @@ impl Env for SimEnv {
         }
         let action = w.decide(self.node, point, site.epoch.is_some());
         w.recorder.point(point, action.is_some(), matches!(action, Some(Action::Crash { .. })));
-        let action = action?;
+        let Some(action) = action else {
+            // A microsecond's sleep, not a yield: madsim picks the next ready task at
+            // random, so after a yield the committing task could go on first; asleep, it
+            // waits until every ready task (the resumed process's among them) has run.
+            return resumed.then(|| -> LocalFuture<'static, Result<(), Crash>> {
+                Box::pin(async {
+                    madsim::time::sleep(Duration::from_micros(1)).await;
+                    Ok(())
+                })
+            });
+        };
         w.recorder.fault(FaultRec {
             at_ns: now_ns(),
             node: self.node,

@@ -594,14 +594,28 @@ impl Recorder {
         h.calls[id].applied = Some(Applied { order, at_ns, store_now_ms, lease_row, site_epoch });
     }
 
-    /// How many mutations of `run_id` have been applied under an epoch later than `epoch`
-    /// (an acquire counts under the epoch it granted).
-    pub fn applied_after_epoch(&self, run_id: &str, epoch: u64) -> usize {
+    /// The successor writes a process paused on `run_id` under `epoch` (on `node`) waits for:
+    /// the first grant of the run under a later epoch (the takeover) counts as one, then
+    /// every mutation of the run another process applied after it, with or without a lease
+    /// (a flawed profile's unfenced writes are writes all the same).
+    pub fn successor_writes(&self, run_id: &str, epoch: u64, node: u32) -> usize {
         let h = self.inner.borrow();
-        h.calls
+        let mut applied: Vec<(usize, &Call)> = h
+            .calls
             .iter()
-            .filter(|c| c.applied.is_some() && c.run_id == run_id && c.epoch().is_some_and(|e| e.0 > epoch))
-            .count()
+            .filter(|c| c.run_id == run_id)
+            .filter_map(|c| c.applied.as_ref().map(|a| (a.order, c)))
+            .collect();
+        applied.sort_unstable_by_key(|(o, _)| *o);
+        let takeover = applied.iter().position(|(_, c)| {
+            c.op == OpKind::Acquire
+                && c.epoch()
+                    .map(|e| e.0)
+                    .or(c.applied.as_ref().and_then(|a| a.site_epoch))
+                    .is_some_and(|e| e > epoch)
+        });
+        let Some(t) = takeover else { return 0 };
+        1 + applied[t + 1..].iter().filter(|(_, c)| c.node != node && c.op.is_mutation()).count()
     }
 
     /// Whether the store looks held since `since_ns`: nothing applied since, and some call

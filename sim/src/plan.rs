@@ -39,15 +39,17 @@ pub enum Action {
     /// its lease heartbeat included, holding whatever it holds (SIGSTOP, a long GC pause, a
     /// suspended VM; Jepsen's pause nemesis). A stall holds one task only.
     Pause { ms: u64 },
-    /// The whole process freezes here until the run the point acts for has been taken over:
-    /// its lease granted under a later epoch than the caller's and `writes` mutations of the
-    /// run applied under later epochs (the successor's acquire counts as one). The pause of
-    /// Kleppmann's fencing example, timed by what the successor did instead of by a length
-    /// drawn blind. The supervisor polls every tenth of the ttl and resumes the process after
-    /// [`TAKEOVER_WAIT_TTLS`] ttls at most, or after one ttl when the process paused holding
-    /// the store's write lock (nothing commits, callers meet Busy: no takeover can come); a
-    /// point that names no run, or whose run has neither a lease row nor the caller's
-    /// epoch, pauses 1.5 ttl.
+    /// The whole process freezes here until the run the point acts for has been taken over
+    /// and the successor has written: `writes` counts the run's first grant under a later
+    /// epoch than the caller's, then every mutation of the run another process applied after
+    /// it (with or without a lease). The pause of Kleppmann's fencing example, timed by what
+    /// the successor did instead of by a length drawn blind: the process resumes the instant
+    /// the last awaited write commits, and the committing task waits a microsecond, so the
+    /// paused process's next step lands right after that write, inside the successor's
+    /// tenure. Bounds: [`TAKEOVER_WAIT_TTLS`] ttls at most, or one ttl when the process
+    /// paused holding the store's write lock (nothing commits, callers meet Busy: no
+    /// takeover can come), checked every tenth of the ttl; a point that names no run, or
+    /// whose run has neither a lease row nor the caller's epoch, pauses 1.5 ttl.
     PauseUntilTakeover { writes: u32 },
 }
 

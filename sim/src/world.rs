@@ -234,6 +234,8 @@ pub fn run(
         node_ids: RefCell::new(Vec::new()),
         wake_tx: RefCell::new(Some(tx)),
         wake_rx: RefCell::new(Some(rx)),
+        takeovers: RefCell::new(Vec::new()),
+        pause_count: Cell::new(0),
     });
     let sched_seed = stream_key(world.plan.seed, "scheduler", 0);
     let rt = madsim::runtime::Runtime::with_seed_and_config(sched_seed, madsim::Config::default());

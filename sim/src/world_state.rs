@@ -63,6 +63,23 @@ pub struct WorldState {
     pub node_ids: RefCell<Vec<madsim::task::NodeId>>,
     pub(crate) wake_tx: RefCell<Option<mpsc::UnboundedSender<Wake>>>,
     pub(crate) wake_rx: RefCell<Option<mpsc::UnboundedReceiver<Wake>>>,
+    /// The processes paused until a takeover that have not been resumed yet, in the order
+    /// they paused: each is resumed the instant its condition holds (see
+    /// [`WorldState::takeover_writes_applied`]), not at the supervisor's next poll.
+    pub(crate) takeovers: RefCell<Vec<PendingTakeover>>,
+    /// Numbers the pauses of a run, so a supervisor's poll knows its own pause was resumed.
+    pub(crate) pause_count: Cell<u64>,
+}
+
+/// A process paused until a takeover, waiting for the successor's writes.
+#[derive(Clone, Debug)]
+pub(crate) struct PendingTakeover {
+    pub pause: u64,
+    pub node: u32,
+    pub incarnation: u32,
+    pub run_id: String,
+    pub epoch: u64,
+    pub writes: u32,
 }
 
 /// When the supervisor resumes a paused process.
@@ -70,8 +87,10 @@ pub struct WorldState {
 pub enum Resume {
     /// After this long.
     After { ms: u64 },
-    /// Once `writes` mutations of `run_id` were applied under epochs later than `epoch`,
-    /// checked every tenth of `ttl_ms`; or once the store looks held by the paused process
+    /// Once `writes` mutations of `run_id` were applied under epochs later than `epoch`: at
+    /// the instant the last of them commits (the committing task yields, so the paused
+    /// process's next step lands right after that write, inside the successor's tenure); or
+    /// once the store looks held by the paused process
     /// itself (a whole ttl with nothing committed anywhere and callers meeting Busy: it
     /// paused inside a write transaction, so no successor can acquire); or after
     /// [`TAKEOVER_WAIT_TTLS`] ttls.
@@ -82,8 +101,9 @@ pub enum Resume {
 pub enum Wake {
     /// The node crashed: restart it this much later.
     Restart { node: u32, after_ms: u64 },
-    /// The node paused itself in this incarnation: resume it as `when` says.
-    Resume { node: u32, incarnation: u32, when: Resume },
+    /// The node paused itself in this incarnation (its `pause` number): resume it as `when`
+    /// says.
+    Resume { node: u32, incarnation: u32, pause: u64, when: Resume },
 }
 
 impl WorldState {
@@ -254,10 +274,63 @@ impl WorldState {
                 }
             },
         );
-        if tx.unbounded_send(Wake::Resume { node, incarnation, when }).is_ok() {
+        let pause = self.pause_count.get() + 1;
+        self.pause_count.set(pause);
+        if let Resume::AfterTakeover { run_id, epoch, writes, .. } = &when {
+            self.takeovers.borrow_mut().push(PendingTakeover {
+                pause,
+                node,
+                incarnation,
+                run_id: run_id.clone(),
+                epoch: *epoch,
+                writes: *writes,
+            });
+        }
+        if tx.unbounded_send(Wake::Resume { node, incarnation, pause, when }).is_ok() {
             let id = self.node_ids.borrow()[node as usize];
             madsim::runtime::Handle::current().pause(id);
+        } else {
+            self.takeovers.borrow_mut().retain(|t| t.pause != pause);
         }
+    }
+
+    /// A mutation of `run_id` was just applied (called at its after-commit point): resume
+    /// every process paused until a takeover of that run whose successor writes are now
+    /// all applied. Returns whether one was resumed (the caller then yields, so the resumed
+    /// process runs before the committing task goes on).
+    pub fn takeover_writes_applied(&self, run_id: &str) -> bool {
+        let due: Vec<PendingTakeover> = {
+            let pending = self.takeovers.borrow();
+            if pending.is_empty() {
+                return false;
+            }
+            pending
+                .iter()
+                .filter(|t| {
+                    t.run_id == run_id
+                        && self.recorder.successor_writes(&t.run_id, t.epoch, t.node) >= t.writes as usize
+                })
+                .cloned()
+                .collect()
+        };
+        for t in &due {
+            self.takeovers.borrow_mut().retain(|p| p.pause != t.pause);
+            self.resume(t.node, t.incarnation);
+        }
+        !due.is_empty()
+    }
+
+    /// Whether pause number `pause` still waits for its takeover (it was not resumed by
+    /// [`WorldState::takeover_writes_applied`]); `false` once it is taken off the list.
+    fn take_pending(&self, pause: u64) -> bool {
+        let mut pending = self.takeovers.borrow_mut();
+        let before = pending.len();
+        pending.retain(|t| t.pause != pause);
+        pending.len() != before
+    }
+
+    fn is_pending(&self, pause: u64) -> bool {
+        self.takeovers.borrow().iter().any(|t| t.pause == pause)
     }
 
     /// Resume a node paused in `incarnation` (a node killed and restarted since is not).
@@ -287,17 +360,19 @@ impl WorldState {
                         w.restart(node);
                     }
                 }),
-                Wake::Resume { node, incarnation, when } => madsim::task::spawn_local(async move {
+                Wake::Resume { node, incarnation, pause, when } => madsim::task::spawn_local(async move {
                     match when {
                         Resume::After { ms } => madsim::time::sleep(Duration::from_millis(ms)).await,
-                        Resume::AfterTakeover { run_id, epoch, writes, ttl_ms } => {
+                        Resume::AfterTakeover { ttl_ms, .. } => {
+                            // The successor's writes resume the process as they commit
+                            // (`takeover_writes_applied`); this loop keeps the two bounds.
                             let step = (ttl_ms / 10).max(1);
                             let paused_at = now_ns();
                             for _ in 0..TAKEOVER_WAIT_TTLS * ttl_ms / step {
                                 madsim::time::sleep(Duration::from_millis(step)).await;
                                 let Some(w) = w.upgrade() else { return };
-                                if w.recorder.applied_after_epoch(&run_id, epoch) >= writes as usize {
-                                    break;
+                                if !w.is_pending(pause) {
+                                    return;
                                 }
                                 // Paused holding the write lock, the takeover cannot come:
                                 // a whole ttl with nothing committed and callers meeting Busy.
@@ -305,6 +380,10 @@ impl WorldState {
                                 if ttl_ago >= paused_at && w.recorder.store_held_since(ttl_ago) {
                                     break;
                                 }
+                            }
+                            let Some(w) = w.upgrade() else { return };
+                            if !w.take_pending(pause) {
+                                return;
                             }
                         }
                     }
