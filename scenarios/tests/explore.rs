@@ -37,6 +37,7 @@ fn opts(
         out_dir: out.to_path_buf(),
         keep_going: false,
         shrink_runs: 60,
+        until_finding: None,
         progress: false,
         bar: false,
     }
@@ -157,6 +158,28 @@ fn explore_finds_f3s_stale_accept_under_v1_44_0() {
 }
 
 #[test]
+fn until_finding_stops_after_the_batch_that_matched_the_row() {
+    let s = scenario("queue");
+    let dir = tempfile::tempdir().unwrap();
+    let base = ExploreOptions { shrink_runs: 0, ..opts(ProfileName::V1_44_1, 2000, 2, None, dir.path()) };
+    let r =
+        explore(s, &ExploreOptions { until_finding: Some("F1"), keep_going: true, ..base.clone() }).unwrap();
+    assert_eq!(r.stopped_by, "finding", "{}", r.summary());
+    let first = r.findings_first_run["F1"];
+    // It stops after the batch of the first match: at most one batch later.
+    assert!(
+        r.runs >= first && r.runs < first + sim::explore::BATCH as u64 + 1,
+        "{} runs, F1 at {first}",
+        r.runs
+    );
+    assert!(r.runs % sim::explore::BATCH as u64 == 0 || r.runs == 2000);
+    // The same search without the stop finds F1 at the same run (the stop changes nothing before it).
+    let full = explore(s, &ExploreOptions { runs: r.runs + 32, keep_going: true, ..base }).unwrap();
+    assert_eq!(full.findings_first_run["F1"], first);
+    assert_eq!(full.stopped_by, "runs");
+}
+
+#[test]
 fn bad_input_exits_2_with_a_message() {
     let dir = tempfile::tempdir().unwrap();
     let cases: Vec<(Vec<String>, &str)> = vec![
@@ -164,6 +187,31 @@ fn bad_input_exits_2_with_a_message() {
         (vec!["--scenario".into(), "kill-points".into(), "--exhaustive".into()], "no small configuration"),
         (vec!["--scenario".into(), "nope".into()], "unknown scenario"),
         (vec!["--scenario".into(), "soak".into(), "--profile".into(), "nope".into()], "nope"),
+        (
+            vec!["--scenario".into(), "queue".into(), "--until-finding".into(), "F9".into()],
+            "no such findings row",
+        ),
+        (
+            vec![
+                "--scenario".into(),
+                "queue".into(),
+                "--profile".into(),
+                "v1_45_0".into(),
+                "--until-finding".into(),
+                "F1".into(),
+            ],
+            "a flaw of profile v1_44_1",
+        ),
+        (
+            vec![
+                "--scenario".into(),
+                "soak".into(),
+                "--exhaustive".into(),
+                "--until-finding".into(),
+                "F3a".into(),
+            ],
+            "not to --exhaustive",
+        ),
     ];
     for (args, want) in cases {
         let mut all = vec!["explore".to_string()];
@@ -291,8 +339,9 @@ fn a_focused_plan_narrows_its_faults_to_a_few_reached_points_densely_and_reprodu
 }
 
 #[test]
-fn a_takeover_probe_adds_one_pause_where_the_parent_acted_under_a_lease() {
+fn a_takeover_probe_adds_one_pause_before_a_write_or_where_the_parent_acted_under_a_lease() {
     use sim::plan::Action;
+    use store::Moment;
     let corpus = vec![seed7_entry()];
     let (reached, leased, parent) = (&corpus[0].reached, &corpus[0].leased, &corpus[0].plan);
     assert!(leased.iter().any(|&l| l > 0), "a queue run acts under leases");
@@ -303,21 +352,47 @@ fn a_takeover_probe_adds_one_pause_where_the_parent_acted_under_a_lease() {
             .any(|(&(_, p, _), &l)| l == 0 && p == store::FaultPoint::SqliteListRunsBeforeRead),
         "listing runs is never done under a lease"
     );
+    // A write's first point, named independently of the mutator: `sqlite.<op>.before_begin`
+    // of a write a lease fences.
+    let before_write = |name: &str| {
+        ["renew", "release", "append", "put_meta", "delete", "blob_put", "blob_delete"]
+            .iter()
+            .any(|op| name == format!("sqlite.{op}.before_begin"))
+    };
+    assert!(
+        reached.iter().any(|(_, p, _)| before_write(p.name())),
+        "the parent's run reached a write's first point"
+    );
     let m = one_entry_mutator(&corpus);
-    let (mut alone, mut kept) = (0, 0);
-    for i in 0..40 {
+    let (mut alone, mut kept, mut at_writes, mut elsewhere) = (0, 0, 0, 0);
+    let mut writes_drawn = std::collections::BTreeSet::new();
+    for i in 0..80 {
         let p = m.probe(&mut sim::seed::rng(2, "probe-test", i));
         assert_eq!(p, m.probe(&mut sim::seed::rng(2, "probe-test", i)), "same rng, same plan");
         let probes: Vec<_> =
             p.decisions.iter().filter(|d| matches!(d.action, Action::PauseUntilTakeover { .. })).collect();
         assert_eq!(probes.len(), 1, "exactly one takeover pause: {probes:?}");
         let d = probes[0];
+        let Action::PauseUntilTakeover { writes } = d.action else { unreachable!() };
+        assert!((1..=15).contains(&writes), "successor writes {writes} outside 1..=15");
+        writes_drawn.insert(writes);
         let at = reached
             .iter()
             .zip(leased)
             .find(|((node, q, _), _)| *node == d.node && q.name() == d.point)
             .expect("the probe is at a (node, point) the parent reached");
-        assert!(*at.1 > 0, "{} on n{} was never reached under a lease", d.point, d.node);
+        if before_write(&d.point) {
+            assert_eq!(at.0 .1.moment(), Moment::Before);
+            at_writes += 1;
+        } else {
+            assert!(
+                *at.1 > 0,
+                "{} on n{} is no write's first point and was never reached under a lease",
+                d.point,
+                d.node
+            );
+            elsewhere += 1;
+        }
         assert!((1..=at.0 .2).contains(&d.occurrence), "occurrence {} was not reached", d.occurrence);
         if p.decisions.len() == 1 {
             alone += 1;
@@ -331,4 +406,13 @@ fn a_takeover_probe_adds_one_pause_where_the_parent_acted_under_a_lease() {
         alone > 0 && kept > 0,
         "half the probes run alone ({alone} alone, {kept} with the parent's faults)"
     );
+    // Three in four right before a write, the rest anywhere the parent held a lease.
+    assert!(at_writes > 2 * elsewhere && elsewhere > 0, "{at_writes} before writes, {elsewhere} elsewhere");
+    // Successor writes from every log band: 1, 2-3, 4-7, 8-15.
+    for band in [1..=1u32, 2..=3, 4..=7, 8..=15] {
+        assert!(
+            writes_drawn.iter().any(|w| band.contains(w)),
+            "no successor writes drawn in {band:?}: {writes_drawn:?}"
+        );
+    }
 }

@@ -86,7 +86,7 @@ pub struct ExploreReport {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub max_faults: Option<u32>,
     /// Why the search stopped: `runs` (the budget), `minutes` (wall clock), `failure`,
-    /// `complete` or `queue` (exhaustive: every plan ran, or more were queued than memory
+    /// `finding` (`--until-finding`'s row matched), `complete` or `queue` (exhaustive: every plan ran, or more were queued than memory
     /// allows).
     pub stopped_by: String,
     pub runs_per_sec: f64,
@@ -185,6 +185,9 @@ pub struct ExploreOptions {
     pub keep_going: bool,
     /// The shrinker's run budget per failure (0: no shrinking).
     pub shrink_runs: u64,
+    /// Stop after the batch in which this `findings` row first matched (the guided search
+    /// only; what `findings --explore-seeds` measures).
+    pub until_finding: Option<&'static str>,
     pub progress: bool,
     pub bar: bool,
 }
@@ -229,6 +232,11 @@ pub struct ExploreArgs {
     /// Where failing plans are saved (default: the corpus directory, else the working directory).
     #[arg(long)]
     pub out_dir: Option<PathBuf>,
+    /// Stop after the batch in which this `fencesim findings` row (of --profile) first
+    /// matched, e.g. F2; implies --keep-going (the flawed profile's other failures do not
+    /// stop the search).
+    #[arg(long)]
+    pub until_finding: Option<String>,
 }
 
 /// Run `fencesim explore`; returns the exit code (0 clean, 1 failure, 2 bad input).
@@ -270,6 +278,26 @@ fn command_inner(args: ExploreArgs, catalog: &[&'static dyn Scenario]) -> Result
     let jobs =
         args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
     let out_dir = args.out_dir.clone().or_else(|| args.corpus.clone()).unwrap_or_else(|| PathBuf::from("."));
+    let until_finding = match &args.until_finding {
+        None => None,
+        Some(_) if args.exhaustive => {
+            return Err("--until-finding applies to the guided explore, not to --exhaustive".into())
+        }
+        Some(id) => {
+            let row = crate::findings::finding(id).ok_or_else(|| {
+                let ids: Vec<&str> = crate::findings::FINDINGS.iter().map(|f| f.id).collect();
+                format!("--until-finding {id}: no such findings row (rows: {})", ids.join(", "))
+            })?;
+            if row.profile != profile {
+                return Err(format!(
+                    "--until-finding {id}: that row is a flaw of profile {}, not {}",
+                    row.profile.as_str(),
+                    profile.as_str()
+                ));
+            }
+            Some(row.id)
+        }
+    };
     let opts = ExploreOptions {
         profile,
         seed: args.seed,
@@ -278,8 +306,9 @@ fn command_inner(args: ExploreArgs, catalog: &[&'static dyn Scenario]) -> Result
         jobs,
         corpus: args.corpus.clone(),
         out_dir,
-        keep_going: args.keep_going,
+        keep_going: args.keep_going || until_finding.is_some(),
         shrink_runs: args.shrink_runs,
+        until_finding,
         progress: true,
         bar: std::io::stderr().is_terminal(),
     };
@@ -316,6 +345,7 @@ pub fn bench(scenario: &'static dyn Scenario, runs: u64) -> String {
         out_dir: std::env::temp_dir(),
         keep_going: true,
         shrink_runs: 0,
+        until_finding: None,
         progress: false,
         bar: false,
     };
@@ -396,6 +426,7 @@ pub fn versus_findings(
                 out_dir: scratch.path().to_path_buf(),
                 keep_going: true,
                 shrink_runs: 0,
+                until_finding: Some(finding.id),
                 progress: false,
                 bar: false,
             };

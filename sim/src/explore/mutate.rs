@@ -1,33 +1,36 @@
 //! Candidate plans from the corpus. 30% of candidates are a fresh seed's own derived plan
 //! (the workload a seed draws matters as much as its faults; see BENCHMARKS.md, "Guided
-//! exploration"). Of the rest, 25% are takeover probes (`Mutator::probe`): a corpus entry's
-//! plan plus one pause of the whole process until its run is taken over, at an occurrence
-//! the entry's run reached acting under a lease (the fencing hazard itself, aimed: a holder
-//! frozen, heartbeat and all, while a successor acquires and writes). Of the rest again,
-//! 40% are focused plans (`Mutator::focused`): a seed's
-//! workload with its faults narrowed to one to three points the corpus reached, firing
-//! densely there, which is what a targeted scenario does by hand for one window, with the
-//! points drawn instead of chosen (swarm testing's insight: a fault left out can be as
-//! decisive as one put in); a third to two thirds of their stalls past the ttl pause the
-//! whole process instead, half of those until a takeover. Of the rest again, 30% are model-guided: an abstract state of
-//! the universe no run reached yet whose name gives its lever (a call of an operation under
-//! a relation with a fault never seen there: that fault at a point of that operation, in an
-//! entry that reached the same operation and relation; an engine crash point against a
-//! recovery never seen: a crash there) is aimed at directly (`aims`). The others pick a
-//! parent by energy (entries that reached rarer states are picked more often) and mutate
-//! it: put a fault (a short stall, a stall past the ttl, a stall to the lease expiry
-//! instant, a process pause until a takeover, or a crash where the scenario allows one) at a (node, point, occurrence) the
+//! exploration"). Of the rest, half are takeover probes (`Mutator::probe`): a corpus entry's
+//! plan plus one pause of the whole process until its run is taken over and the successor
+//! has written, three in four right before a write (the fencing hazard itself, aimed: a
+//! holder frozen, heartbeat and all, while a successor acquires and writes, then its stale
+//! write landing right after the successor's). Of the rest again, 40% are focused plans
+//! (`Mutator::focused`): a seed's workload with its faults narrowed to one to three points
+//! the corpus reached, firing densely there, which is what a targeted scenario does by hand
+//! for one window, with the points drawn instead of chosen (swarm testing's insight: a
+//! fault left out can be as decisive as one put in); a third to two thirds of their stalls
+//! past the ttl pause the whole process instead, half of those until a takeover. Of the
+//! rest again, 30% are model-guided: an abstract state of the universe no run reached yet
+//! whose name gives its lever (a call of an operation under a relation with a fault never
+//! seen there: that fault at a point of that operation, in an entry that reached the same
+//! operation and relation; an engine crash point against a recovery never seen: a crash
+//! there) is aimed at directly (`aims`). The others pick a parent by energy (entries that
+//! reached rarer states are picked more often) and mutate it: put a fault (a short stall,
+//! a stall past the ttl, a stall to the lease expiry instant, a process pause until a
+//! takeover, or a crash where the scenario allows one) at a (node, point, occurrence) the
 //! parent's run reached, half the time weighted toward points few corpus entries reached
-//! (`point_rarity`); move a fault to a nearby occurrence or another node; drop a decision;
-//! splice two entries; change the knobs within the scenario's range (decisions and clocks
-//! of nodes that no longer exist are dropped); or run the same decisions under another seed
-//! (another schedule and workload). Everything draws from the rng it is given: the same
-//! corpus and rng give the same candidates.
+//! (`point_rarity`); move a fault to a nearby occurrence or another node, or a takeover
+//! pause to an earlier or later successor write; drop a decision; splice two entries;
+//! change the knobs within the scenario's range (decisions and clocks of nodes that no
+//! longer exist are dropped); or run the same decisions under another seed (another
+//! schedule and workload). Everything draws from the rng it is given: the same corpus and
+//! rng give the same candidates.
 
 use rand_chacha::ChaCha8Rng;
 use store::{FaultPoint, Moment};
 
 use super::corpus::Entry;
+use crate::history::OpKind;
 use crate::plan::{Action, Decision, FaultProfile, Plan};
 use crate::seed::Draw;
 use crate::world::Scenario;
@@ -48,10 +51,11 @@ pub fn actions_at(point: FaultPoint, faults: &FaultProfile, ttl_ms: u64) -> Vec<
 /// ([`Mutator::probe`]); of the rest, the share that are focused plans
 /// ([`Mutator::focused`]); and of the rest again the share aimed at an unreached state
 /// ([`aims`]).
-/// Measured over search seeds 0..4 (BENCHMARKS.md, "Guided exploration", stop 14): with
-/// 40% focused and 30% aimed, the median run to F4 from `queue` under v1_44_1 fell from
-/// 1,213 to 98 and to F2 under v1_45_0 from 271 to 63.
-pub const PROBE_PER_MILLE: u32 = 250;
+/// Measured over search seeds (BENCHMARKS.md, "Guided exploration"): with 40% focused and
+/// 30% aimed (stop 14), the median run to F4 from `queue` under v1_44_1 fell from 1,213 to
+/// about 400-850; probes before writes, resumed at the successor's write, at half the share
+/// (stop 17) took it to 80 over 21 search seeds (F2 under v1_45_0: 55).
+pub const PROBE_PER_MILLE: u32 = 500;
 pub const FOCUS_PER_MILLE: u32 = 400;
 pub const AIM_PER_MILLE: u32 = 300;
 
@@ -264,27 +268,39 @@ impl Mutator<'_> {
 
     /// A takeover probe (Kleppmann's fencing example, aimed): a corpus entry's plan with one
     /// more fault, a pause of the whole process until the run is taken over
-    /// ([`Action::PauseUntilTakeover`]), at an occurrence its run reached acting under a
-    /// lease. The (node, point) is drawn in proportion to its occurrences under a lease (the
-    /// points a holder passes often, a loop's, are probed often), the occurrence uniformly;
-    /// half the time the entry's other faults are dropped, so the probe is the run's only
-    /// fault. The successor writes drawn (1 to 8) decide how far the successor gets first.
+    /// ([`Action::PauseUntilTakeover`]), at a point its run reached. A fence guards writes,
+    /// so three probes in four stand right before a write (`before_write`: a mutation's
+    /// first fault point, whether or not the call carried its lease: the unfenced writes of
+    /// a flawed profile are the ones to catch); the rest at any point the run reached acting
+    /// under a lease. The (node, point) is drawn uniformly among the distinct ones (each is
+    /// one hypothesis, "what if the holder were superseded here"; a loop's point repeated
+    /// is the same one), the occurrence uniformly; half the time the entry's other faults
+    /// are dropped, so the probe is the run's only fault. The successor writes the process
+    /// waits for are drawn log-uniformly from 1 to 15 (a quarter each of 1, 2-3, 4-7 and
+    /// 8-15): the stale step lands right after that write, anywhere from the successor's
+    /// acquire to deep in its tenure.
     pub fn probe(&self, r: &mut ChaCha8Rng) -> Plan {
         let parent = &self.corpus[pick(r, &self.energy)];
         let mut plan = parent.plan.clone();
         let faults = self.scenario.faults(&plan.knobs);
-        let slots: Vec<(u32, FaultPoint, u32, u32)> = parent
-            .reached
-            .iter()
-            .zip(&parent.leased)
-            .filter(|((n, p, c), &l)| *n < plan.knobs.nodes && *c > 0 && l > 0 && faults.points.contains(p))
-            .map(|(&(n, p, c), &l)| (n, p, c, l))
-            .collect();
+        let reached = || {
+            parent
+                .reached
+                .iter()
+                .zip(&parent.leased)
+                .filter(|((n, p, c), _)| *n < plan.knobs.nodes && *c > 0 && faults.points.contains(p))
+        };
+        let writes: Vec<(u32, FaultPoint, u32)> =
+            reached().filter(|((_, p, _), _)| before_write(*p)).map(|(&t, _)| t).collect();
+        let slots: Vec<(u32, FaultPoint, u32)> = if !writes.is_empty() && r.chance(750) {
+            writes
+        } else {
+            reached().filter(|(_, &l)| l > 0).map(|(&t, _)| t).collect()
+        };
         if slots.is_empty() {
             return plan;
         }
-        let (node, point, count, _) =
-            slots[pick(r, &slots.iter().map(|s| u64::from(s.3)).collect::<Vec<_>>())];
+        let (node, point, count) = slots[r.between(0, slots.len() as u64 - 1) as usize];
         let occurrence = r.between(1, u64::from(count)) as u32;
         if r.chance(500) {
             plan.decisions.clear();
@@ -294,7 +310,7 @@ impl Mutator<'_> {
             node,
             point: point.name().to_string(),
             occurrence,
-            action: Action::PauseUntilTakeover { writes: r.between(1, 8) as u32 },
+            action: Action::PauseUntilTakeover { writes: successor_writes(r) },
         });
         normalize(&mut plan);
         plan
@@ -370,7 +386,7 @@ impl Mutator<'_> {
         let ttl = plan.knobs.ttl_ms;
         let action = match r.between(0, 4) {
             0 => Action::Stall { ms: r.between(1, 20) },
-            4 => Action::PauseUntilTakeover { writes: r.between(1, 8) as u32 },
+            4 => Action::PauseUntilTakeover { writes: successor_writes(r) },
             1 => Action::Stall {
                 ms: r.between(ttl * 105 / 100, ttl * faults.stall_past_ttl_max_pct.max(106) / 100),
             },
@@ -432,7 +448,38 @@ impl Mutator<'_> {
     }
 }
 
-/// Move a non-yield fault to a nearby occurrence or to another node.
+/// Whether `point` stands right before a write a lease fences: the first fault point of a
+/// store mutation other than an acquire (`sqlite.<op>.before_begin`), reached before the
+/// call touches the database.
+pub fn before_write(point: FaultPoint) -> bool {
+    static BEFORE_WRITE: std::sync::OnceLock<Vec<bool>> = std::sync::OnceLock::new();
+    BEFORE_WRITE.get_or_init(|| {
+        FaultPoint::ALL
+            .iter()
+            .map(|p| {
+                p.moment() == Moment::Before
+                    && OpKind::ALL.iter().any(|o| {
+                        o.is_mutation()
+                            && *o != OpKind::Acquire
+                            && p.name()
+                                .strip_prefix("sqlite.")
+                                .and_then(|n| n.strip_prefix(o.as_str()))
+                                .is_some_and(|rest| rest.starts_with('.'))
+                    })
+            })
+            .collect()
+    })[point.index()]
+}
+
+/// How many successor writes a takeover pause waits for: log-uniform over 1 to 15 (a
+/// quarter each of 1, 2-3, 4-7 and 8-15).
+pub fn successor_writes(r: &mut ChaCha8Rng) -> u32 {
+    let band = r.between(0, 3) as u32;
+    r.between(1 << band, (2 << band) - 1) as u32
+}
+
+/// Move a non-yield fault to a nearby occurrence or to another node (a takeover pause, half
+/// the time, to an earlier or later successor write instead).
 fn shift(r: &mut ChaCha8Rng, plan: &mut Plan) {
     let faults: Vec<usize> =
         (0..plan.decisions.len()).filter(|&i| plan.decisions[i].action != Action::Yield).collect();
@@ -442,6 +489,19 @@ fn shift(r: &mut ChaCha8Rng, plan: &mut Plan) {
     let i = faults[r.between(0, faults.len() as u64 - 1) as usize];
     let nodes = plan.knobs.nodes;
     let d = &mut plan.decisions[i];
+    // A takeover pause moves in the successor's tenure as well: it resumes up to twice as
+    // many successor writes later, or up to half as many earlier.
+    if let Action::PauseUntilTakeover { writes } = d.action {
+        if r.chance(500) {
+            let writes = if r.chance(500) {
+                writes + r.between(1, u64::from(writes)) as u32
+            } else {
+                writes.saturating_sub(r.between(1, u64::from(writes.div_ceil(2))) as u32).max(1)
+            };
+            d.action = Action::PauseUntilTakeover { writes };
+            return;
+        }
+    }
     if nodes > 1 && r.chance(300) {
         d.node = (d.node + r.between(1, u64::from(nodes) - 1) as u32) % nodes;
     } else {

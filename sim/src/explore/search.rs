@@ -428,6 +428,10 @@ pub fn explore(scenario: &'static dyn Scenario, opts: &ExploreOptions) -> Result
             stopped_by = "minutes";
             break;
         }
+        if opts.until_finding.is_some_and(|id| tally.first_finding.contains_key(id)) {
+            stopped_by = "finding";
+            break;
+        }
         let size = (opts.runs - tally.runs).min(BATCH as u64) as usize;
         let mut r = rng(opts.seed, "explore-batch", batch);
         let candidates: Vec<Plan> = {
