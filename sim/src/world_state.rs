@@ -87,12 +87,13 @@ pub(crate) struct PendingTakeover {
 pub enum Resume {
     /// After this long.
     After { ms: u64 },
-    /// Once `writes` mutations of `run_id` were applied under epochs later than `epoch`: at
-    /// the instant the last of them commits (the committing task yields, so the paused
-    /// process's next step lands right after that write, inside the successor's tenure); or
-    /// once the store looks held by the paused process
-    /// itself (a whole ttl with nothing committed anywhere and callers meeting Busy: it
-    /// paused inside a write transaction, so no successor can acquire); or after
+    /// Once the successor made `writes` writes ([`crate::history::Recorder::successor_writes`]:
+    /// the run's first grant past `epoch`, then other processes' mutations of it): at the
+    /// instant the last of them commits (the committing task waits, so the paused process's
+    /// next step lands right after that write, inside the successor's tenure); or once the
+    /// store looks held by the paused process itself (a whole ttl with nothing committed
+    /// anywhere and callers meeting Busy: it paused inside a write transaction, so no
+    /// successor can acquire), checked every tenth of `ttl_ms`; or after
     /// [`TAKEOVER_WAIT_TTLS`] ttls.
     AfterTakeover { run_id: String, epoch: u64, writes: u32, ttl_ms: u64 },
 }
@@ -296,7 +297,7 @@ impl WorldState {
 
     /// A mutation of `run_id` was just applied (called at its after-commit point): resume
     /// every process paused until a takeover of that run whose successor writes are now
-    /// all applied. Returns whether one was resumed (the caller then yields, so the resumed
+    /// all applied. Returns whether one was resumed (the caller then waits, so the resumed
     /// process runs before the committing task goes on).
     pub fn takeover_writes_applied(&self, run_id: &str) -> bool {
         let due: Vec<PendingTakeover> = {
@@ -329,6 +330,7 @@ impl WorldState {
         pending.len() != before
     }
 
+    /// Whether pause number `pause` still waits for its takeover.
     fn is_pending(&self, pause: u64) -> bool {
         self.takeovers.borrow().iter().any(|t| t.pause == pause)
     }
