@@ -1,6 +1,6 @@
 //! Candidate plans from the corpus. 30% of candidates are a fresh seed's own derived plan
 //! (the workload a seed draws matters as much as its faults; see BENCHMARKS.md, "Guided
-//! exploration"). Of the rest, half are takeover probes (`Mutator::probe`): a corpus entry's
+//! exploration"). Of the rest, 35% are takeover probes (`Mutator::probe`): a corpus entry's
 //! plan plus one pause of the whole process until its run is taken over and the successor
 //! has written, three in four right before a write (the fencing hazard itself, aimed: a
 //! holder frozen, heartbeat and all, while a successor acquires and writes, then its stale
@@ -53,9 +53,11 @@ pub fn actions_at(point: FaultPoint, faults: &FaultProfile, ttl_ms: u64) -> Vec<
 /// ([`aims`]).
 /// Measured over search seeds (BENCHMARKS.md, "Guided exploration"): with 40% focused and
 /// 30% aimed (stop 14), the median run to F4 from `queue` under v1_44_1 fell from 1,213 to
-/// about 400-850; probes before writes, resumed at the successor's write, at half the share
-/// (stop 17) took it to 80 over 21 search seeds (F2 under v1_45_0: 55).
-pub const PROBE_PER_MILLE: u32 = 500;
+/// about 400-850; probes before writes, resumed at the successor's write, at 35% (stop 17)
+/// took it to 91 over 21 search seeds (F2 under v1_45_0: 67). At 50% probes the two medians
+/// were 80 and 55, but the planted bugs that focused plans find came later
+/// (`unleased-delete-no-tx`, `checkpoint-before-tool`: BENCHMARKS.md, "Stop 17").
+pub const PROBE_PER_MILLE: u32 = 350;
 pub const FOCUS_PER_MILLE: u32 = 400;
 pub const AIM_PER_MILLE: u32 = 300;
 
