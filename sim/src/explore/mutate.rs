@@ -629,4 +629,55 @@ mod tests {
         assert_eq!(w[b.index()], (1 << 16) / 2);
         assert_eq!(w[FaultPoint::SqliteRenewAfterCheck.index()], 1 << 16);
     }
+
+    #[test]
+    fn a_shift_moves_a_takeover_pause_within_half_to_twice_its_successor_writes() {
+        let mut base = entry(&[], &[]).plan;
+        base.knobs.nodes = 1; // no other node to move to: a shift retimes or moves the occurrence
+        base.decisions = vec![Decision {
+            node: 0,
+            point: FaultPoint::SqliteAppendBeforeBegin.name().into(),
+            occurrence: 5,
+            action: Action::PauseUntilTakeover { writes: 6 },
+        }];
+        let (mut earlier, mut later, mut moved) = (0, 0, 0);
+        for i in 0..200 {
+            let mut plan = base.clone();
+            shift(&mut crate::seed::rng(4, "shift-test", i), &mut plan);
+            let d = &plan.decisions[0];
+            match d.action {
+                Action::PauseUntilTakeover { writes: 6 } => {
+                    assert_ne!(d.occurrence, 5, "a shift changes something");
+                    moved += 1;
+                }
+                Action::PauseUntilTakeover { writes } if writes < 6 => {
+                    assert!(writes >= 3, "at most half as many earlier: {writes}");
+                    assert_eq!(d.occurrence, 5);
+                    earlier += 1;
+                }
+                Action::PauseUntilTakeover { writes } => {
+                    assert!(writes <= 12, "at most twice as many later: {writes}");
+                    assert_eq!(d.occurrence, 5);
+                    later += 1;
+                }
+                other => panic!("a shift turned the pause into {other:?}"),
+            }
+        }
+        assert!(earlier > 20 && later > 20 && moved > 40, "{earlier} earlier, {later} later, {moved} moved");
+    }
+
+    #[test]
+    fn successor_writes_fall_log_uniformly_in_one_to_fifteen() {
+        let mut bands = [0u32; 4];
+        let mut r = crate::seed::rng(5, "writes-test", 0);
+        for _ in 0..4000 {
+            let w = successor_writes(&mut r);
+            assert!((1..=15).contains(&w), "{w}");
+            bands[(31 - w.leading_zeros()) as usize] += 1;
+        }
+        assert!(
+            bands.iter().all(|&b| (850..=1150).contains(&b)),
+            "a quarter each of 1, 2-3, 4-7, 8-15: {bands:?}"
+        );
+    }
 }
