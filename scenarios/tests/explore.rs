@@ -144,6 +144,34 @@ fn exhaustive_keep_going_finds_f3_in_the_full_small_soak_under_v1_44_0() {
 }
 
 #[test]
+fn exhaustive_enumerates_a_takeover_pause_whose_stale_append_lands_after_the_grant() {
+    // One fault is enough for a superseded holder when it is a pause (the heartbeat stops
+    // too): under v1_44_0 the pause at the append's check resumes at the successor's grant,
+    // and the stale append, checked before the takeover, commits after it (F3a).
+    let s = scenario("f3-check-then-mutate");
+    let dir = tempfile::tempdir().unwrap();
+    let o = ExploreOptions { keep_going: true, ..opts(ProfileName::V1_44_0, 400, 2, None, dir.path()) };
+    let r = exhaustive(s, &o, 1).unwrap();
+    assert_eq!(r.complete, Some(true), "{}", r.summary());
+    let paused: Vec<Plan> = r
+        .failures
+        .iter()
+        .filter(|f| f.findings.iter().any(|id| id == "F3a"))
+        .map(|f| serde_json::from_str(&std::fs::read_to_string(&f.plan_file).unwrap()).unwrap())
+        .filter(|p: &Plan| {
+            p.decisions
+                .iter()
+                .any(|d| matches!(d.action, sim::plan::Action::PauseUntilTakeover { writes: 1 }))
+        })
+        .collect();
+    assert!(
+        paused.iter().any(|p| p.decisions.len() == 1 && p.decisions[0].point == "sqlite.append.after_check"),
+        "no one-pause F3a counterexample: {}",
+        r.summary()
+    );
+}
+
+#[test]
 fn explore_finds_f3s_stale_accept_under_v1_44_0() {
     let s = scenario("f3-check-then-mutate");
     let dir = tempfile::tempdir().unwrap();

@@ -35,9 +35,17 @@ use crate::plan::{Action, Decision, FaultProfile, Plan};
 use crate::seed::Draw;
 use crate::world::Scenario;
 
-/// The actions a fault at `point` may take under these faults, for a ttl.
+/// The actions a fault at `point` may take under these faults, for a ttl (the exhaustive
+/// mode's fixed set): a 10 ms stall, a stall of 1.5 ttl, a pause of the whole process until
+/// the run is taken over (its stale step lands right after the successor's grant; a point
+/// acting for no run pauses 1.5 ttl), a stall to the lease expiry instant at a `before*` or
+/// `after_check` point, a crash with a restart one ttl later where the scenario allows one.
 pub fn actions_at(point: FaultPoint, faults: &FaultProfile, ttl_ms: u64) -> Vec<Action> {
-    let mut out = vec![Action::Stall { ms: 10 }, Action::Stall { ms: ttl_ms * 3 / 2 }];
+    let mut out = vec![
+        Action::Stall { ms: 10 },
+        Action::Stall { ms: ttl_ms * 3 / 2 },
+        Action::PauseUntilTakeover { writes: 1 },
+    ];
     if matches!(point.moment(), Moment::Before | Moment::AfterCheck) {
         out.push(Action::StallToExpiry);
     }
