@@ -182,11 +182,10 @@ pub fn aims(corpus: &[Entry], hits: &[u64], faults: &FaultProfile) -> Vec<Aim> {
                     "crash_before" => Lever::CrashBefore,
                     _ => Lever::CrashAfterCommit,
                 };
-                let prefix = format!("sqlite.{op}.");
                 let points: Vec<FaultPoint> = FaultPoint::ALL
                     .iter()
                     .copied()
-                    .filter(|p| p.name().starts_with(&prefix) && faults.points.contains(p))
+                    .filter(|&p| store_op(p).is_some_and(|o| o.as_str() == *op) && faults.points.contains(&p))
                     .filter(|p| match lever {
                         Lever::Stall => true,
                         Lever::StallToExpiry => matches!(p.moment(), Moment::Before | Moment::AfterCheck),
@@ -458,27 +457,18 @@ impl Mutator<'_> {
     }
 }
 
+/// The store operation a fault point belongs to (`sqlite.<op>.<moment>`), if any.
+pub fn store_op(point: FaultPoint) -> Option<OpKind> {
+    let op = point.name().strip_prefix("sqlite.")?.split('.').next()?;
+    OpKind::ALL.into_iter().find(|o| o.as_str() == op)
+}
+
 /// Whether `point` stands right before a write a lease fences: the first fault point of a
 /// store mutation other than an acquire (`sqlite.<op>.before_begin`), reached before the
 /// call touches the database.
 pub fn before_write(point: FaultPoint) -> bool {
-    static BEFORE_WRITE: std::sync::OnceLock<Vec<bool>> = std::sync::OnceLock::new();
-    BEFORE_WRITE.get_or_init(|| {
-        FaultPoint::ALL
-            .iter()
-            .map(|p| {
-                p.moment() == Moment::Before
-                    && OpKind::ALL.iter().any(|o| {
-                        o.is_mutation()
-                            && *o != OpKind::Acquire
-                            && p.name()
-                                .strip_prefix("sqlite.")
-                                .and_then(|n| n.strip_prefix(o.as_str()))
-                                .is_some_and(|rest| rest.starts_with('.'))
-                    })
-            })
-            .collect()
-    })[point.index()]
+    point.moment() == Moment::Before
+        && store_op(point).is_some_and(|o| o.is_mutation() && o != OpKind::Acquire)
 }
 
 /// How many successor writes a takeover pause waits for: log-uniform over 1 to 15 (a
