@@ -86,8 +86,8 @@ pub struct ExploreReport {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub max_faults: Option<u32>,
     /// Why the search stopped: `runs` (the budget), `minutes` (wall clock), `failure`,
-    /// `finding` (`--until-finding`'s row matched), `complete` or `queue` (exhaustive: every plan ran, or more were queued than memory
-    /// allows).
+    /// `finding` (`--until-finding`'s row matched), `complete` or `queue` (exhaustive: every
+    /// plan ran, or more were queued than memory allows).
     pub stopped_by: String,
     pub runs_per_sec: f64,
     pub wall_ms: u64,
