@@ -117,7 +117,15 @@ fn key_points_of_targeted_scenarios_fire_under_current() {
 fn a_row_whose_scenario_is_missing_is_reported_not_caught() {
     // A catalog without the tombstone scenario: the T row cannot be caught, and says why.
     let catalog: Vec<&'static dyn Scenario> = vec![&SOAK];
-    let opts = FindingsOptions { seeds: 2, jobs: 1, rows: vec!["T".into()], progress: false, bar: false };
+    let opts = FindingsOptions {
+        seeds: 2,
+        jobs: 1,
+        rows: vec!["T".into()],
+        progress: false,
+        bar: false,
+        explore_runs: 0,
+        explore_out_dir: ".".into(),
+    };
     let report = sim::findings::run(&catalog, &opts).expect("run");
     assert_eq!(report.findings.len(), 1);
     let t = &report.findings[0];
@@ -165,7 +173,15 @@ fn shrinking_a_passing_plan_is_refused() {
 
 #[test]
 fn explore_from_the_generic_soak_finds_t_and_the_table_shows_it() {
-    let opts = FindingsOptions { seeds: 10, jobs: 2, rows: vec!["T".into()], progress: false, bar: false };
+    let opts = FindingsOptions {
+        seeds: 10,
+        jobs: 2,
+        rows: vec!["T".into()],
+        progress: false,
+        bar: false,
+        explore_runs: 0,
+        explore_out_dir: ".".into(),
+    };
     let catalog = scenarios::catalog();
     let mut report = sim::findings::run(&catalog, &opts).expect("the T row");
     sim::explore::versus_findings(&mut report, &catalog, 2, 50, 2).expect("explore");
@@ -178,4 +194,74 @@ fn explore_from_the_generic_soak_finds_t_and_the_table_shows_it() {
     let table = report.table();
     assert!(table.contains("explore from the generic scenario"), "{table}");
     assert!(table.lines().any(|l| l.trim_start().starts_with("T ") && l.contains("median")), "{table}");
+}
+
+#[test]
+fn findings_explores_current_from_the_generic_scenario_and_an_explore_failure_fails_the_verdict() {
+    // A catalog of the soak alone: its `current` sweep, then the guided search from it.
+    let catalog: Vec<&'static dyn Scenario> = vec![&SOAK];
+    let scratch = tempfile::tempdir().expect("scratch");
+    let opts = FindingsOptions {
+        seeds: 4,
+        jobs: 2,
+        rows: Vec::new(),
+        progress: false,
+        bar: false,
+        explore_runs: 64,
+        explore_out_dir: scratch.path().to_path_buf(),
+    };
+    let report = sim::findings::run(&catalog, &opts).expect("run");
+    let e = &report.current_clean.explore;
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!((e[0].scenario.as_str(), e[0].seed, e[0].runs), ("soak", 0, 64));
+    assert!(e[0].failures.is_empty(), "{:?}", e[0].failures);
+    // The sweep ran 4 seeds; the search's 64 plans (pauses and aimed faults among them)
+    // reach further.
+    let sweep = &report.current_clean.scenarios[0];
+    assert_eq!((sweep.scenario.as_str(), sweep.failures), ("soak", 0));
+    assert!(e[0].sweep_states_reached > 0 && e[0].states_reached > e[0].sweep_states_reached, "{e:?}");
+    let table = report.table();
+    assert!(
+        table
+            .contains("explore (current, search seed 0): 1 generic scenario(s) x 64 runs, 0 failing (clean)"),
+        "{table}"
+    );
+    let json = serde_json::to_value(&report).expect("json");
+    assert_eq!(json["current_clean"]["explore"][0]["runs"], 64);
+    // Row searches of the queue's rows found nothing (no queue in this catalog), so the
+    // verdict is FAIL for them; what matters here is the explore pass's own part in it.
+    let cases = sim::ci_report::from_findings(&report, &|_, _| None);
+    let case = cases.iter().find(|c| c.name.starts_with("explore soak")).expect("an explore case");
+    assert!(case.failures.is_empty());
+
+    // The report with its rows and sweeps left out passes on the clean search alone, and
+    // fails once the search has a failure; so does its CI case.
+    let mut failed = report.clone();
+    failed.findings.clear();
+    failed.current_clean.scenarios.clear();
+    assert!(failed.ok(), "with a clean search and nothing else the verdict passes");
+    failed.current_clean.explore[0].failures.push(sim::explore::ExploreFailure {
+        run: 17,
+        seed: 5,
+        properties: vec!["no_stale_accept".into()],
+        findings: Vec::new(),
+        witness: "w".into(),
+        reproduce: "fencesim run --scenario soak --profile current --seed 5 --plan p.json".into(),
+        plan_file: "p.json".into(),
+        decisions: 3,
+        shrunk_decisions: 1,
+        shrink_runs: 10,
+    });
+    assert!(!failed.ok());
+    let table = failed.table();
+    assert!(table.contains("FAIL run=17 [no_stale_accept]: fencesim run --scenario soak"), "{table}");
+    assert!(table.ends_with("verdict: FAIL\n"), "{table}");
+    let cases = sim::ci_report::from_findings(&failed, &|_, _| None);
+    let case = cases.iter().find(|c| c.name.starts_with("explore soak")).expect("an explore case");
+    assert_eq!(case.failures.len(), 1);
+    assert!(case.failures[0].reproduce.contains("--plan p.json"));
+
+    // Off: no search.
+    let off = sim::findings::run(&catalog, &FindingsOptions { explore_runs: 0, ..opts }).expect("run");
+    assert!(off.current_clean.explore.is_empty());
 }

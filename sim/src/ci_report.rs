@@ -122,7 +122,8 @@ pub fn from_sweeps(reports: &[SweepReport]) -> Vec<Case> {
 }
 
 /// The findings table as cases: each finding row passes when its flaw was caught, and
-/// each scenario swept under `current` passes when no seed failed. `witness` gives the
+/// each scenario swept under `current` passes when no seed failed, each guided search of
+/// `current` when it found nothing. `witness` gives the
 /// witness sentence of a failing `current` seed (the findings report keeps only its seed).
 pub fn from_findings(r: &FindingsReport, witness: &dyn Fn(&str, u64) -> Option<String>) -> Vec<Case> {
     let mut cases = Vec::new();
@@ -227,6 +228,30 @@ pub fn from_findings(r: &FindingsReport, witness: &dyn Fn(&str, u64) -> Option<S
             shortfalls,
             failures,
             note: None,
+            states: None,
+        });
+    }
+    for e in &r.current_clean.explore {
+        cases.push(Case {
+            scenario: e.scenario.clone(),
+            profile: "current".into(),
+            name: format!("explore {} profile=current search seed {} runs {}", e.scenario, e.seed, e.runs),
+            seeds: e.runs,
+            shortfalls: Vec::new(),
+            failures: e
+                .failures
+                .iter()
+                .map(|f| CaseFailure {
+                    seed: Some(f.seed),
+                    kind: "failed".into(),
+                    witness: format!("run {} [{}]: {}", f.run, f.properties.join(", "), f.witness),
+                    reproduce: f.reproduce.clone(),
+                })
+                .collect(),
+            note: Some(format!(
+                "{} abstract states (the seed sweep: {})",
+                e.states_reached, e.sweep_states_reached
+            )),
             states: None,
         });
     }

@@ -6,7 +6,9 @@
 //! `fencesim findings` searches seeds from 0 for the first run of each row whose
 //! violations match, runs the generic scenario (`soak`, or `queue` for engine rows) the
 //! same way for comparison, sweeps every catalog scenario under `current` (which must be
-//! clean), and checks that each targeted scenario's key fault points fired. Nothing here
+//! clean), checks that each targeted scenario's key fault points fired, and runs the guided
+//! search (`explore`) of `current` from the generic scenarios, which must find nothing
+//! either (it draws the process pauses and aimed faults a seed sweep never does). Nothing here
 //! knows how a flaw manifests beyond the row's matcher; the properties that catch it are
 //! the oracle's generic ones.
 
@@ -312,6 +314,33 @@ pub struct CurrentClean {
     /// Failing seeds over every scenario.
     pub failures: u64,
     pub scenarios: Vec<ScenarioClean>,
+    /// The guided search of `current` from the generic scenarios (`--explore-current`).
+    #[serde(default)]
+    pub explore: Vec<ExploreClean>,
+    /// Why the guided search did not run, when it was asked for and could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explore_skipped: Option<String>,
+}
+
+/// `fencesim explore` of a generic scenario under `current` (search seed 0, a fixed run
+/// budget), beside its seed sweep: it draws what a sweep never does (process pauses timed
+/// by a takeover, faults aimed at the states no run has reached yet), so a window the
+/// sweep's plans miss can still fail the verdict. Deterministic like the sweep: the search
+/// depends on (scenario, search seed, budget) only, never on `--jobs`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExploreClean {
+    pub scenario: String,
+    /// The search seed.
+    pub seed: u64,
+    pub runs: u64,
+    /// Distinct abstract states the search reached, and those the same scenario's seed
+    /// sweep above reached.
+    pub states_reached: u64,
+    pub sweep_states_reached: u64,
+    /// Shrunk, saved and reproducible as `fencesim explore` reports them (at most one: the
+    /// search stops after the batch of its first failure).
+    pub failures: Vec<crate::explore::ExploreFailure>,
+    pub wall_ms: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -364,6 +393,7 @@ impl FindingsReport {
                     && s.goals_unmet.is_empty()
                     && s.nondeterministic.is_empty()
             })
+            && self.current_clean.explore.iter().all(|e| e.failures.is_empty())
     }
 
     /// The human table (fixed columns), then the `current` sweep.
@@ -480,6 +510,41 @@ impl FindingsReport {
                 );
             }
         }
+        if let Some(why) = &c.explore_skipped {
+            let _ = writeln!(s, "explore (current): skipped: {why}");
+        }
+        if let Some(first) = c.explore.first() {
+            let _ = writeln!(
+                s,
+                "explore (current, search seed {}): {} generic scenario(s) x {} runs, {} failing{}",
+                first.seed,
+                c.explore.len(),
+                first.runs,
+                c.explore.iter().map(|e| e.failures.len()).sum::<usize>(),
+                if c.explore.iter().all(|e| e.failures.is_empty()) { " (clean)" } else { "" }
+            );
+        }
+        for e in &c.explore {
+            let _ = writeln!(
+                s,
+                "  {:<22} {} failing in {}ms; {} abstract states (its sweep: {})",
+                e.scenario,
+                e.failures.len(),
+                e.wall_ms,
+                e.states_reached,
+                e.sweep_states_reached
+            );
+            for f in &e.failures {
+                let _ = writeln!(
+                    s,
+                    "  {:<22} FAIL run={} [{}]: {}",
+                    "",
+                    f.run,
+                    f.properties.join(", "),
+                    f.reproduce
+                );
+            }
+        }
         let _ = writeln!(s, "verdict: {}", if self.ok() { "PASS" } else { "FAIL" });
         s
     }
@@ -497,6 +562,58 @@ pub struct FindingsOptions {
     pub progress: bool,
     /// A progress bar in the `current` sweeps.
     pub bar: bool,
+    /// Runs of the guided search of `current` from each generic scenario swept (0: none).
+    pub explore_runs: u64,
+    /// Where the guided search saves a failing plan.
+    pub explore_out_dir: std::path::PathBuf,
+}
+
+/// The row scenarios' generic counterparts (`soak`, `queue`): the ones the guided search of
+/// `current` starts from.
+pub fn generic_scenarios() -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = Vec::new();
+    for f in FINDINGS {
+        if !v.contains(&f.generic) {
+            v.push(f.generic);
+        }
+    }
+    v
+}
+
+/// The guided search of `current` from `scenario`: search seed 0, `runs` plans, stopping
+/// after the batch of the first failure, which is shrunk and saved under `out_dir`.
+pub fn explore_current(
+    scenario: &'static dyn Scenario,
+    runs: u64,
+    jobs: usize,
+    out_dir: &std::path::Path,
+    sweep_states_reached: u64,
+    progress: bool,
+) -> Result<ExploreClean, String> {
+    let opts = crate::explore::ExploreOptions {
+        profile: ProfileName::Current,
+        seed: 0,
+        runs,
+        minutes: None,
+        jobs,
+        corpus: None,
+        out_dir: out_dir.to_path_buf(),
+        keep_going: false,
+        shrink_runs: 400,
+        until_finding: None,
+        progress,
+        bar: false,
+    };
+    let r = crate::explore::explore(scenario, &opts)?;
+    Ok(ExploreClean {
+        scenario: scenario.name().to_string(),
+        seed: r.seed,
+        runs: r.runs,
+        states_reached: r.states_reached,
+        sweep_states_reached,
+        failures: r.failures,
+        wall_ms: r.wall_ms,
+    })
 }
 
 /// Run the whole table.
@@ -567,6 +684,42 @@ pub fn run(catalog: &[&'static dyn Scenario], opts: &FindingsOptions) -> Result<
         sweeps.insert(s.name(), sw);
     }
 
+    // The guided search of `current` from the generic scenarios swept above (the built-in
+    // store only: a foreign store's process-per-run cost makes its budget a separate call,
+    // `fencesim explore --store`).
+    let mut explored = Vec::new();
+    let mut explore_skipped = None;
+    if opts.explore_runs > 0 {
+        if crate::foreign::active().is_some() {
+            explore_skipped = Some(format!(
+                "a foreign store (--store); run `fencesim explore --scenario S --runs {} --store CMD`",
+                opts.explore_runs
+            ));
+        } else {
+            let generic = generic_scenarios();
+            for s in swept.iter().filter(|s| generic.contains(&s.name())) {
+                if crate::interrupt::requested() {
+                    break;
+                }
+                if opts.progress {
+                    eprintln!(
+                        "current: exploring {} for {} runs (search seed 0)",
+                        s.name(),
+                        opts.explore_runs
+                    );
+                }
+                let sweep_states = sweeps.get(s.name()).map_or(0, |sw| sw.states_reached);
+                explored.push(explore_current(
+                    *s,
+                    opts.explore_runs,
+                    opts.jobs,
+                    &opts.explore_out_dir,
+                    sweep_states,
+                    opts.progress,
+                )?);
+            }
+        }
+    }
     // A foreign store's flaw is in its command, not in the profile: the rows search the
     // flawed store (`--flawed-store`), the clean sweeps above ran the correct one.
     let store = crate::foreign::active_name();
@@ -645,7 +798,13 @@ pub fn run(catalog: &[&'static dyn Scenario], opts: &FindingsOptions) -> Result<
         flawed_store: rows_store.filter(|r| Some(r) != store.as_ref()),
         store,
         findings: out,
-        current_clean: CurrentClean { seeds: opts.seeds, failures, scenarios: clean },
+        current_clean: CurrentClean {
+            seeds: opts.seeds,
+            failures,
+            scenarios: clean,
+            explore: explored,
+            explore_skipped,
+        },
     })
 }
 

@@ -161,6 +161,13 @@ enum Command {
         /// The run budget of each of those searches.
         #[arg(long, default_value_t = 2000)]
         explore_runs: u64,
+        /// Runs of the guided search of `current` (`fencesim explore`, search seed 0) from
+        /// each generic scenario swept (soak, queue); a failure fails the verdict (0: off).
+        #[arg(long, default_value_t = 2000)]
+        explore_current: u64,
+        /// Where that search saves a failing plan (shrunk).
+        #[arg(long, default_value = ".")]
+        explore_out_dir: PathBuf,
     },
     /// Shrink a failing seed's plan (fewer nodes, smaller workload, ddmin over the fault
     /// decisions) to a smaller plan that fails the same property.
@@ -546,7 +553,18 @@ fn command(catalog: &[&'static dyn Scenario]) -> i32 {
             }
             sweep::exit_code(std::slice::from_ref(&merged))
         }
-        Command::Findings { seeds, rows, jobs, json, ci, flawed_store, explore_seeds, explore_runs } => {
+        Command::Findings {
+            seeds,
+            rows,
+            jobs,
+            json,
+            ci,
+            flawed_store,
+            explore_seeds,
+            explore_runs,
+            explore_current,
+            explore_out_dir,
+        } => {
             if flawed_store.is_some() && crate::foreign::active().is_none() {
                 return usage("--flawed-store needs --store (the correct store for the clean sweeps)".into());
             }
@@ -562,6 +580,8 @@ fn command(catalog: &[&'static dyn Scenario]) -> i32 {
                 rows,
                 progress: true,
                 bar: std::io::stderr().is_terminal(),
+                explore_runs: explore_current,
+                explore_out_dir,
             };
             let mut report = match crate::findings::run(catalog, &opts) {
                 _ if crate::interrupt::requested() => return 130, // the handler exits
