@@ -262,6 +262,7 @@ fn findings_explores_current_from_the_generic_scenario_and_an_explore_failure_fa
     assert!(case.failures[0].reproduce.contains("--plan p.json"));
 
     // Off: no search.
-    let off = sim::findings::run(&catalog, &FindingsOptions { explore_runs: 0, ..opts }).expect("run");
+    let off =
+        sim::findings::run(&catalog, &FindingsOptions { seeds: 1, explore_runs: 0, ..opts }).expect("run");
     assert!(off.current_clean.explore.is_empty());
 }
