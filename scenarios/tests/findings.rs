@@ -124,6 +124,7 @@ fn a_row_whose_scenario_is_missing_is_reported_not_caught() {
         progress: false,
         bar: false,
         explore_runs: 0,
+        explore_seed: 0,
         explore_out_dir: ".".into(),
     };
     let report = sim::findings::run(&catalog, &opts).expect("run");
@@ -180,6 +181,7 @@ fn explore_from_the_generic_soak_finds_t_and_the_table_shows_it() {
         progress: false,
         bar: false,
         explore_runs: 0,
+        explore_seed: 0,
         explore_out_dir: ".".into(),
     };
     let catalog = scenarios::catalog();
@@ -208,6 +210,7 @@ fn findings_explores_current_from_the_generic_scenario_and_an_explore_failure_fa
         progress: false,
         bar: false,
         explore_runs: 64,
+        explore_seed: 0,
         explore_out_dir: scratch.path().to_path_buf(),
     };
     let report = sim::findings::run(&catalog, &opts).expect("run");
@@ -262,7 +265,15 @@ fn findings_explores_current_from_the_generic_scenario_and_an_explore_failure_fa
     assert!(case.failures[0].reproduce.contains("--plan p.json"));
 
     // Off: no search.
-    let off =
-        sim::findings::run(&catalog, &FindingsOptions { seeds: 1, explore_runs: 0, ..opts }).expect("run");
+    let off = sim::findings::run(&catalog, &FindingsOptions { seeds: 1, explore_runs: 0, ..opts.clone() })
+        .expect("run");
     assert!(off.current_clean.explore.is_empty());
+    // Another search seed is another search, and the table says which.
+    let other = sim::findings::run(
+        &catalog,
+        &FindingsOptions { seeds: 1, explore_runs: 16, explore_seed: 7, ..opts },
+    )
+    .expect("run");
+    assert_eq!((other.current_clean.explore[0].seed, other.current_clean.explore[0].runs), (7, 16));
+    assert!(other.table().contains("explore (current, search seed 7)"), "{}", other.table());
 }

@@ -564,6 +564,8 @@ pub struct FindingsOptions {
     pub bar: bool,
     /// Runs of the guided search of `current` from each generic scenario swept (0: none).
     pub explore_runs: u64,
+    /// Its search seed.
+    pub explore_seed: u64,
     /// Where the guided search saves a failing plan.
     pub explore_out_dir: std::path::PathBuf,
 }
@@ -580,10 +582,11 @@ pub fn generic_scenarios() -> Vec<&'static str> {
     v
 }
 
-/// The guided search of `current` from `scenario`: search seed 0, `runs` plans, stopping
-/// after the batch of the first failure, which is shrunk and saved under `out_dir`.
+/// The guided search of `current` from `scenario`: search seed `seed`, `runs` plans,
+/// stopping after the batch of the first failure, which is shrunk and saved under `out_dir`.
 pub fn explore_current(
     scenario: &'static dyn Scenario,
+    seed: u64,
     runs: u64,
     jobs: usize,
     out_dir: &std::path::Path,
@@ -592,7 +595,7 @@ pub fn explore_current(
 ) -> Result<ExploreClean, String> {
     let opts = crate::explore::ExploreOptions {
         profile: ProfileName::Current,
-        seed: 0,
+        seed,
         runs,
         minutes: None,
         jobs,
@@ -711,6 +714,7 @@ pub fn run(catalog: &[&'static dyn Scenario], opts: &FindingsOptions) -> Result<
                 let sweep_states = sweeps.get(s.name()).map_or(0, |sw| sw.states_reached);
                 explored.push(explore_current(
                     *s,
+                    opts.explore_seed,
                     opts.explore_runs,
                     opts.jobs,
                     &opts.explore_out_dir,

@@ -161,10 +161,14 @@ enum Command {
         /// The run budget of each of those searches.
         #[arg(long, default_value_t = 2000)]
         explore_runs: u64,
-        /// Runs of the guided search of `current` (`fencesim explore`, search seed 0) from
+        /// Runs of the guided search of `current` (`fencesim explore`) from
         /// each generic scenario swept (soak, queue); a failure fails the verdict (0: off).
         #[arg(long, default_value_t = 2000)]
         explore_current: u64,
+        /// That search's seed (a nightly job may rotate it; the same seed and budget give
+        /// the same search).
+        #[arg(long, default_value_t = 0)]
+        explore_seed: u64,
         /// Where that search saves a failing plan (shrunk).
         #[arg(long, default_value = ".")]
         explore_out_dir: PathBuf,
@@ -563,6 +567,7 @@ fn command(catalog: &[&'static dyn Scenario]) -> i32 {
             explore_seeds,
             explore_runs,
             explore_current,
+            explore_seed,
             explore_out_dir,
         } => {
             if flawed_store.is_some() && crate::foreign::active().is_none() {
@@ -581,6 +586,7 @@ fn command(catalog: &[&'static dyn Scenario]) -> i32 {
                 progress: true,
                 bar: std::io::stderr().is_terminal(),
                 explore_runs: explore_current,
+                explore_seed,
                 explore_out_dir,
             };
             let mut report = match crate::findings::run(catalog, &opts) {
