@@ -67,9 +67,22 @@ impl SimEnv {
     }
 }
 
-impl Env for SimEnv {
-    fn now_ms(&self) -> i64 {
+impl SimEnv {
+    /// The node's clock, read by the harness itself (not recorded as the store's reading).
+    fn clock_ms(&self) -> i64 {
         clock_at(self.clock, now_ns())
+    }
+}
+
+impl Env for SimEnv {
+    /// The store's clock read: answered from the node's clock and noted on the call being
+    /// polled, so the oracle knows what a refusing check compared the expiry with.
+    fn now_ms(&self) -> i64 {
+        let ms = self.clock_ms();
+        if let Some(id) = current_call() {
+            self.world.recorder.clock_read(id, ms);
+        }
+        ms
     }
 
     fn monotonic(&self) -> Duration {
@@ -94,10 +107,10 @@ impl Env for SimEnv {
         let mut resumed = false;
         if let Some(id) = current_call() {
             match point.moment() {
-                Moment::AfterCheck => w.recorder.checked(id, self.now_ms()),
+                Moment::AfterCheck => w.recorder.checked(id, self.clock_ms()),
                 Moment::AfterCommit => {
                     let row = site.run_id.and_then(|r| self.lease_row_after_commit(r));
-                    w.recorder.applied(id, now_ns(), self.now_ms(), row, site.epoch);
+                    w.recorder.applied(id, now_ns(), self.clock_ms(), row, site.epoch);
                     if let Some(run_id) = site.run_id {
                         resumed = w.takeover_writes_applied(run_id);
                     }

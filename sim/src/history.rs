@@ -298,6 +298,10 @@ pub struct Call {
     /// What a successful read returned.
     #[serde(skip)]
     pub read: Option<Read>,
+    /// The store's last clock reading during the call, as the environment answered it (a
+    /// refusal's check read it last).
+    #[serde(skip)]
+    pub store_clock: StoreClock,
     /// For a lease-carrying call made under [`under_grant`]: the id of the acquire call
     /// that granted the lease it carries. `None` when the actor did not say.
     pub lease_grant: Option<usize>,
@@ -368,9 +372,26 @@ pub struct Fact {
     pub kind: FactKind,
 }
 
+/// What the environment saw of the store's clock during one call. The simulated
+/// environment answers every clock read the store makes (`Env::now_ms`), so it knows the
+/// value a check compared a lease's expiry with, even when the check refused and reached
+/// no fault point after it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StoreClock {
+    /// The environment does not observe the store's clock reads (a real multi-process run).
+    #[default]
+    NotObserved,
+    /// Observed, and the store read no clock during the call.
+    NotRead,
+    /// The last reading, in the store's ms.
+    Read(i64),
+}
+
 /// The whole history of one run.
 #[derive(Default)]
 pub struct History {
+    /// Whether the environment observes the store's clock reads (see [`StoreClock`]).
+    pub observes_store_clock: bool,
     /// Set when the run hit the world's call budget (a livelock): the witness in words.
     pub exhausted: Option<String>,
     pub calls: Vec<Call>,
@@ -474,6 +495,14 @@ impl History {
 
 impl Recorder {
     /// A recorder with its own clock and an optional hook per returned call.
+    /// The simulated world's recorder: its environment answers, and notes on each call, the
+    /// store's clock reads ([`StoreClock`]).
+    pub fn observing_store_clock() -> Recorder {
+        let r = Recorder::default();
+        r.inner.borrow_mut().observes_store_clock = true;
+        r
+    }
+
     pub fn with_clock(clock: fn() -> u64, on_return: Option<OnReturn>) -> Recorder {
         Recorder { inner: Rc::default(), clock, on_return }
     }
@@ -500,6 +529,7 @@ impl Recorder {
         }
         let mut h = self.inner.borrow_mut();
         let id = h.calls.len();
+        let store_clock = if h.observes_store_clock { StoreClock::NotRead } else { StoreClock::NotObserved };
         h.calls.push(Call {
             id,
             node,
@@ -516,6 +546,7 @@ impl Recorder {
             applied: None,
             seen_at: None,
             read: None,
+            store_clock,
             lease_grant: if lease.is_some() { CURRENT_GRANT.with(|c| c.get()) } else { None },
         });
         id
@@ -573,6 +604,13 @@ impl Recorder {
         let c = &mut h.calls[id];
         if c.returned_ns.is_none() {
             c.outcome = Outcome::Unknown;
+        }
+    }
+
+    /// The store read its clock during call `id`.
+    pub fn clock_read(&self, id: usize, now_ms: i64) {
+        if let Some(c) = self.inner.borrow_mut().calls.get_mut(id) {
+            c.store_clock = StoreClock::Read(now_ms);
         }
     }
 

@@ -214,7 +214,7 @@ pub fn run(
     let world = Rc::new(WorldState {
         plan,
         profile,
-        recorder: Recorder::default(),
+        recorder: Recorder::observing_store_clock(),
         shared,
         db_path: db_path.clone(),
         table,

@@ -274,6 +274,7 @@ mod tests {
             }),
             seen_at: None,
             read: None,
+            store_clock: crate::history::StoreClock::NotObserved,
             lease_grant: None,
         }
     }

@@ -7,9 +7,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::contract::{filter_excludes_strictly, filter_matches, EntryView, MetaView};
-use super::model::{rejected, staleness, t, walk_grants, who, Judged};
+use super::model::{rejected, staleness, t, walk_grants, who, GrantWalk, Judged};
 use super::{Expectation, Property, Witness};
-use crate::history::{describe_call, Call, OpKind, Read};
+use crate::history::{describe_call, Call, OpKind, Outcome, Read, StoreClock};
 
 /// Every store-level property, in report order.
 pub const ALL: &[Property] = &[
@@ -103,6 +103,13 @@ pub const ALL: &[Property] = &[
         claim: "Every applied acquire and renew sets the lease to expire one ttl after the store's clock read it (between the check's and the commit's reading).",
         not_checked: "Scenarios that do not state their ttl; whether the clock itself is right.",
         check: grant_lasts_the_ttl,
+    },
+    Property {
+        name: "refusals_follow_the_contract",
+        expectation: Expectation::Always,
+        claim: "Every acquire the store refused as held met a live lease (no grant released or deleted, and the store's clock reading for the check before its expiry), and every write it refused as stale came from a caller the applied history had superseded, released, deleted with its run, or let expire by that reading: a store that fences too much strands runs as surely as one that fences too little lets them be corrupted.",
+        not_checked: "Runs whose environment does not observe the store's clock (real multi-process runs); an acquire refused without a clock reading while a grant stood; leases naming another run; refusals of calls that carried no lease.",
+        check: refusals_follow_the_contract,
     },
 ];
 
@@ -654,6 +661,103 @@ fn reads_see_serial_history(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+/// Refusals judged against the grants the mutations applied before each refusal built. A
+/// refusal returns from its check with no await in between, so the check saw exactly the
+/// mutations applied by the time the call returned (`seen_at`), and compared the expiry with
+/// the store's last clock reading (`store_clock`).
+fn refusals_follow_the_contract(j: &Judged, out: &mut Vec<Witness>) {
+    let mut refused: Vec<&Call> = j
+        .history
+        .calls
+        .iter()
+        .filter(|c| matches!(&c.outcome, Outcome::Err { code, .. } if code == "lease_held"))
+        .filter(|c| c.store_clock != StoreClock::NotObserved && c.seen_at.is_some())
+        .filter(|c| c.op == OpKind::Acquire || c.lease.as_ref().is_some_and(|l| l.run_id == c.run_id))
+        .collect();
+    refused.sort_by_key(|c| (c.seen_at, c.returned_ns, c.id));
+    // One witness per (run, standing grant, operation): a store that keeps refusing past an
+    // expiry refuses every retry the same way, and the first says it.
+    let mut said: std::collections::BTreeSet<(&str, Option<usize>, OpKind)> = Default::default();
+    let mut walk = GrantWalk::default();
+    let mut applied = j.applied.iter().peekable();
+    for c in refused {
+        let seen = c.seen_at.unwrap_or(0);
+        let returned = c.returned_ns.unwrap_or(u64::MAX);
+        while let Some(a) = applied
+            .next_if(|a| a.applied.as_ref().map_or(Judged::applied_ns(a) <= returned, |x| x.order < seen))
+        {
+            walk.apply(a);
+        }
+        let clock = match c.store_clock {
+            StoreClock::Read(ms) => Some(ms),
+            _ => None,
+        };
+        let at = t(returned);
+        if c.op == OpKind::Acquire {
+            let standing = walk.of(&c.run_id).filter(|g| g.ended.is_none());
+            let why = match (standing, clock) {
+                (None, _) => Some(match walk.of(&c.run_id) {
+                    Some(g) => format!("epoch {} had ended ({})", g.epoch, g.ended.map_or("", |e| e.1)),
+                    None => "no lease of the run had been granted".to_string(),
+                }),
+                (Some(g), Some(now)) if now >= g.expires_at => Some(format!(
+                    "n{} ({})'s epoch {} had expired {}ms before, by the clock reading of the check",
+                    g.node,
+                    g.owner,
+                    g.epoch,
+                    now - g.expires_at
+                )),
+                _ => None,
+            };
+            if let Some(why) = why {
+                if !said.insert((c.run_id.as_str(), walk.of(&c.run_id).map(|g| g.call), c.op)) {
+                    continue;
+                }
+                out.push(Witness {
+                    op: Some(c.op.as_str()),
+                    call: Some(c.id),
+                    witness: format!(
+                        "run {}: the acquire of {} at t={at} was refused as held although {why}",
+                        c.run_id,
+                        who(c)
+                    ),
+                });
+            }
+            continue;
+        }
+        let g = walk.before(c);
+        if staleness(c, g).is_some() {
+            continue;
+        }
+        let Some(g) = g else { continue };
+        let live = match clock {
+            Some(now) if now < g.expires_at => format!(
+                "its epoch {} was live for another {}ms by the clock reading of the check",
+                g.epoch,
+                g.expires_at - now
+            ),
+            Some(_) => continue,
+            // Refused without reading the clock: not for expiry, and the lease's identity
+            // (epoch, owner, grant) was the run's standing one.
+            None => format!("its epoch {} was the run's standing grant and the store read no clock", g.epoch),
+        };
+        if !said.insert((c.run_id.as_str(), Some(g.call), c.op)) {
+            continue;
+        }
+        let l = c.lease.as_ref().map_or(0, |l| l.epoch.0);
+        out.push(Witness {
+            op: Some(c.op.as_str()),
+            call: Some(c.id),
+            witness: format!(
+                "run {}: the {} of {} under epoch {l} was refused as stale at t={at} although {live}",
+                c.run_id,
+                op_name(c),
+                who(c)
+            ),
+        });
+    }
+}
+
 fn grant_lasts_the_ttl(j: &Judged, out: &mut Vec<Witness>) {
     let Some(ttl) = j.expect.ttl_ms else { return };
     let ttl = ttl as i64;
@@ -746,6 +850,100 @@ mod tests {
         let j = Judged::build(h, fin, Expect { contiguous_seqs: false, ttl_ms: ttl });
         let p = ALL.iter().find(|p| p.name == name).expect("property");
         p.judge(&j)
+    }
+
+    /// Run `r` granted to `a` (epoch 1, expiring at 400 ms by the store's clock) at apply
+    /// position 0, then `call` refused as held or stale after it.
+    fn refused_after_a_grant(mut refused: Call, clock: StoreClock) -> History {
+        let mut grant =
+            call(0, OpKind::Acquire, Args { owner: Some("a".into()), ..Args::default() }, Some(0), 1);
+        grant.granted = Some(Lease { run_id: "r".into(), owner: "a".into(), epoch: Epoch(1) });
+        if let Some(a) = grant.applied.as_mut() {
+            a.lease_row = Some(LeaseRow { owner: "a".into(), epoch: 1, expires_at: 400 });
+        }
+        refused.outcome = Outcome::Err { code: "lease_held".into(), message: String::new() };
+        (refused.applied, refused.checked_now_ms, refused.store_clock) = (None, None, clock);
+        History {
+            applied_count: 1,
+            observes_store_clock: true,
+            calls: vec![grant, refused],
+            ..History::default()
+        }
+    }
+
+    #[test]
+    fn an_acquire_refused_as_held_needs_a_live_lease_at_the_checks_clock_reading() {
+        let acquire = call(1, OpKind::Acquire, Args { owner: Some("b".into()), ..Args::default() }, None, 1);
+        // At 399 ms the grant is live: the refusal is the contract.
+        let h = refused_after_a_grant(acquire.clone(), StoreClock::Read(399));
+        assert!(judge(&h, None, "refusals_follow_the_contract").is_empty());
+        // At its expiry instant the lease is over (a fenced write is refused then too).
+        let h = refused_after_a_grant(acquire.clone(), StoreClock::Read(400));
+        let v = judge(&h, None, "refusals_follow_the_contract");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("had expired 0ms before"), "{}", v[0].witness);
+        // Released before it: nothing stood.
+        let mut h = refused_after_a_grant(acquire.clone(), StoreClock::Read(10));
+        let mut release = call(2, OpKind::Release, Args::default(), Some(1), 2);
+        release.lease = Some(Lease { run_id: "r".into(), owner: "a".into(), epoch: Epoch(1) });
+        release.checked_now_ms = Some(5);
+        h.calls.insert(1, release);
+        h.calls[2].id = 2;
+        h.calls[1].id = 1;
+        h.calls[2].seen_at = Some(2);
+        h.applied_count = 2;
+        let v = judge(&h, None, "refusals_follow_the_contract");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("had ended (released)"), "{}", v[0].witness);
+        // Not observed (a real run): not judged.
+        let mut h = refused_after_a_grant(acquire, StoreClock::NotObserved);
+        h.observes_store_clock = false;
+        assert!(judge(&h, None, "refusals_follow_the_contract").is_empty());
+    }
+
+    #[test]
+    fn a_write_refused_as_stale_needs_a_superseded_or_expired_caller() {
+        let mut append = call(1, OpKind::Append, Args::default(), None, 1);
+        append.lease = Some(Lease { run_id: "r".into(), owner: "a".into(), epoch: Epoch(1) });
+        // The holder, 100 ms before its expiry by the check's reading: over-fenced.
+        let v = judge(
+            &refused_after_a_grant(append.clone(), StoreClock::Read(300)),
+            None,
+            "refusals_follow_the_contract",
+        );
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("live for another 100ms"), "{}", v[0].witness);
+        // Refused with no clock read while its identity stood: over-fenced too.
+        let v = judge(
+            &refused_after_a_grant(append.clone(), StoreClock::NotRead),
+            None,
+            "refusals_follow_the_contract",
+        );
+        assert_eq!(v.len(), 1, "{v:?}");
+        // Expired by the reading: the contract's refusal.
+        assert!(judge(
+            &refused_after_a_grant(append.clone(), StoreClock::Read(400)),
+            None,
+            "refusals_follow_the_contract"
+        )
+        .is_empty());
+        // Another epoch, or a lease naming another run: not over-fenced / not judged here.
+        let mut stale = append.clone();
+        stale.lease = Some(Lease { run_id: "r".into(), owner: "a".into(), epoch: Epoch(7) });
+        assert!(judge(
+            &refused_after_a_grant(stale, StoreClock::NotRead),
+            None,
+            "refusals_follow_the_contract"
+        )
+        .is_empty());
+        let mut other = append;
+        other.lease = Some(Lease { run_id: "q".into(), owner: "a".into(), epoch: Epoch(1) });
+        assert!(judge(
+            &refused_after_a_grant(other, StoreClock::NotRead),
+            None,
+            "refusals_follow_the_contract"
+        )
+        .is_empty());
     }
 
     #[test]

@@ -32,6 +32,7 @@ pub fn call(id: usize, op: OpKind) -> Call {
         applied: Some(Applied { order: id, at_ns: at, store_now_ms: 0, lease_row: None, site_epoch: None }),
         seen_at: None,
         read: None,
+        store_clock: crate::history::StoreClock::NotObserved,
         lease_grant: None,
     }
 }

@@ -470,6 +470,7 @@ mod tests {
                 lease_row: None,
                 site_epoch: None,
             }),
+            store_clock: crate::history::StoreClock::NotObserved,
             lease_grant: None,
             seen_at: None,
             read: None,
