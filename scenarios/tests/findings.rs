@@ -117,16 +117,7 @@ fn key_points_of_targeted_scenarios_fire_under_current() {
 fn a_row_whose_scenario_is_missing_is_reported_not_caught() {
     // A catalog without the tombstone scenario: the T row cannot be caught, and says why.
     let catalog: Vec<&'static dyn Scenario> = vec![&SOAK];
-    let opts = FindingsOptions {
-        seeds: 2,
-        jobs: 1,
-        rows: vec!["T".into()],
-        progress: false,
-        bar: false,
-        explore_runs: 0,
-        explore_seed: 0,
-        explore_out_dir: ".".into(),
-    };
+    let opts = FindingsOptions { seeds: 2, jobs: 1, rows: vec!["T".into()], progress: false, bar: false };
     let report = sim::findings::run(&catalog, &opts).expect("run");
     assert_eq!(report.findings.len(), 1);
     let t = &report.findings[0];
@@ -174,16 +165,7 @@ fn shrinking_a_passing_plan_is_refused() {
 
 #[test]
 fn explore_from_the_generic_soak_finds_t_and_the_table_shows_it() {
-    let opts = FindingsOptions {
-        seeds: 10,
-        jobs: 2,
-        rows: vec!["T".into()],
-        progress: false,
-        bar: false,
-        explore_runs: 0,
-        explore_seed: 0,
-        explore_out_dir: ".".into(),
-    };
+    let opts = FindingsOptions { seeds: 10, jobs: 2, rows: vec!["T".into()], progress: false, bar: false };
     let catalog = scenarios::catalog();
     let mut report = sim::findings::run(&catalog, &opts).expect("the T row");
     sim::explore::versus_findings(&mut report, &catalog, 2, 50, 2).expect("explore");
@@ -203,17 +185,10 @@ fn findings_explores_current_from_the_generic_scenario_and_an_explore_failure_fa
     // A catalog of the soak alone: its `current` sweep, then the guided search from it.
     let catalog: Vec<&'static dyn Scenario> = vec![&SOAK];
     let scratch = tempfile::tempdir().expect("scratch");
-    let opts = FindingsOptions {
-        seeds: 4,
-        jobs: 2,
-        rows: Vec::new(),
-        progress: false,
-        bar: false,
-        explore_runs: 64,
-        explore_seed: 0,
-        explore_out_dir: scratch.path().to_path_buf(),
-    };
-    let report = sim::findings::run(&catalog, &opts).expect("run");
+    let opts = FindingsOptions { seeds: 4, jobs: 2, rows: Vec::new(), progress: false, bar: false };
+    let mut report = sim::findings::run(&catalog, &opts).expect("run");
+    assert!(report.current_clean.explore.is_empty(), "the search is a separate pass");
+    sim::explore::current_pass(&mut report, &catalog, 64, 0, 2, scratch.path(), false).expect("pass");
     let e = &report.current_clean.explore;
     assert_eq!(e.len(), 1, "{e:?}");
     assert_eq!((e[0].scenario.as_str(), e[0].seed, e[0].runs), ("soak", 0, 64));
@@ -222,6 +197,7 @@ fn findings_explores_current_from_the_generic_scenario_and_an_explore_failure_fa
     // reach further.
     let sweep = &report.current_clean.scenarios[0];
     assert_eq!((sweep.scenario.as_str(), sweep.failures), ("soak", 0));
+    assert_eq!(e[0].sweep_states_reached, sweep.states_reached);
     assert!(e[0].sweep_states_reached > 0 && e[0].states_reached > e[0].sweep_states_reached, "{e:?}");
     let table = report.table();
     assert!(
@@ -231,8 +207,6 @@ fn findings_explores_current_from_the_generic_scenario_and_an_explore_failure_fa
     );
     let json = serde_json::to_value(&report).expect("json");
     assert_eq!(json["current_clean"]["explore"][0]["runs"], 64);
-    // Row searches of the queue's rows found nothing (no queue in this catalog), so the
-    // verdict is FAIL for them; what matters here is the explore pass's own part in it.
     let cases = sim::ci_report::from_findings(&report, &|_, _| None);
     let case = cases.iter().find(|c| c.name.starts_with("explore soak")).expect("an explore case");
     assert!(case.failures.is_empty());
@@ -243,17 +217,13 @@ fn findings_explores_current_from_the_generic_scenario_and_an_explore_failure_fa
     failed.findings.clear();
     failed.current_clean.scenarios.clear();
     assert!(failed.ok(), "with a clean search and nothing else the verdict passes");
-    failed.current_clean.explore[0].failures.push(sim::explore::ExploreFailure {
+    failed.current_clean.explore[0].failures.push(sim::findings::CurrentExploreFailure {
         run: 17,
         seed: 5,
         properties: vec!["no_stale_accept".into()],
-        findings: Vec::new(),
         witness: "w".into(),
         reproduce: "fencesim run --scenario soak --profile current --seed 5 --plan p.json".into(),
         plan_file: "p.json".into(),
-        decisions: 3,
-        shrunk_decisions: 1,
-        shrink_runs: 10,
     });
     assert!(!failed.ok());
     let table = failed.table();
@@ -264,16 +234,14 @@ fn findings_explores_current_from_the_generic_scenario_and_an_explore_failure_fa
     assert_eq!(case.failures.len(), 1);
     assert!(case.failures[0].reproduce.contains("--plan p.json"));
 
-    // Off: no search.
-    let off = sim::findings::run(&catalog, &FindingsOptions { seeds: 1, explore_runs: 0, ..opts.clone() })
-        .expect("run");
-    assert!(off.current_clean.explore.is_empty());
-    // Another search seed is another search, and the table says which.
-    let other = sim::findings::run(
-        &catalog,
-        &FindingsOptions { seeds: 1, explore_runs: 16, explore_seed: 7, ..opts },
-    )
-    .expect("run");
+    // Another search seed is another search, and the table says which; 0 runs: no search.
+    let mut other = report.clone();
+    other.current_clean.explore.clear();
+    sim::explore::current_pass(&mut other, &catalog, 16, 7, 2, scratch.path(), false).expect("pass");
     assert_eq!((other.current_clean.explore[0].seed, other.current_clean.explore[0].runs), (7, 16));
     assert!(other.table().contains("explore (current, search seed 7)"), "{}", other.table());
+    let mut off = report.clone();
+    off.current_clean.explore.clear();
+    sim::explore::current_pass(&mut off, &catalog, 0, 0, 2, scratch.path(), false).expect("pass");
+    assert!(off.current_clean.explore.is_empty());
 }

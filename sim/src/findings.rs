@@ -6,9 +6,11 @@
 //! `fencesim findings` searches seeds from 0 for the first run of each row whose
 //! violations match, runs the generic scenario (`soak`, or `queue` for engine rows) the
 //! same way for comparison, sweeps every catalog scenario under `current` (which must be
-//! clean), checks that each targeted scenario's key fault points fired, and runs the guided
-//! search (`explore`) of `current` from the generic scenarios, which must find nothing
-//! either (it draws the process pauses and aimed faults a seed sweep never does). Nothing here
+//! clean), and checks that each targeted scenario's key fault points fired; the report
+//! also holds the guided search of `current` from the generic scenarios
+//! (`explore::current_pass` fills it: `explore` sits above this module), which must find
+//! nothing either (it draws the process pauses and aimed faults a seed sweep never does).
+//! Nothing here
 //! knows how a flaw manifests beyond the row's matcher; the properties that catch it are
 //! the oracle's generic ones.
 
@@ -322,6 +324,19 @@ pub struct CurrentClean {
     pub explore_skipped: Option<String>,
 }
 
+/// A failure of that search, as `fencesim explore` reports it (the fields a reader acts on).
+#[derive(Clone, Debug, Serialize)]
+pub struct CurrentExploreFailure {
+    /// The run (1-based) that found it.
+    pub run: u64,
+    pub seed: u64,
+    pub properties: Vec<String>,
+    pub witness: String,
+    /// `fencesim run --scenario S --profile current --seed N --plan FILE` (the shrunk plan).
+    pub reproduce: String,
+    pub plan_file: String,
+}
+
 /// `fencesim explore` of a generic scenario under `current` (search seed 0, a fixed run
 /// budget), beside its seed sweep: it draws what a sweep never does (process pauses timed
 /// by a takeover, faults aimed at the states no run has reached yet), so a window the
@@ -339,7 +354,7 @@ pub struct ExploreClean {
     pub sweep_states_reached: u64,
     /// Shrunk, saved and reproducible as `fencesim explore` reports them (at most one: the
     /// search stops after the batch of its first failure).
-    pub failures: Vec<crate::explore::ExploreFailure>,
+    pub failures: Vec<CurrentExploreFailure>,
     pub wall_ms: u64,
 }
 
@@ -357,6 +372,8 @@ pub struct ScenarioClean {
     /// The scenario's declared coverage goals (seeds met / required) and those that fell short.
     pub goals: BTreeMap<String, crate::sweep::GoalCoverage>,
     pub goals_unmet: Vec<String>,
+    /// Distinct abstract states the sweep reached.
+    pub states_reached: u64,
 }
 
 /// Every `DETERMINISM_EVERY`-th seed of a `current` sweep runs twice.
@@ -562,12 +579,6 @@ pub struct FindingsOptions {
     pub progress: bool,
     /// A progress bar in the `current` sweeps.
     pub bar: bool,
-    /// Runs of the guided search of `current` from each generic scenario swept (0: none).
-    pub explore_runs: u64,
-    /// Its search seed.
-    pub explore_seed: u64,
-    /// Where the guided search saves a failing plan.
-    pub explore_out_dir: std::path::PathBuf,
 }
 
 /// The row scenarios' generic counterparts (`soak`, `queue`): the ones the guided search of
@@ -580,43 +591,6 @@ pub fn generic_scenarios() -> Vec<&'static str> {
         }
     }
     v
-}
-
-/// The guided search of `current` from `scenario`: search seed `seed`, `runs` plans,
-/// stopping after the batch of the first failure, which is shrunk and saved under `out_dir`.
-pub fn explore_current(
-    scenario: &'static dyn Scenario,
-    seed: u64,
-    runs: u64,
-    jobs: usize,
-    out_dir: &std::path::Path,
-    sweep_states_reached: u64,
-    progress: bool,
-) -> Result<ExploreClean, String> {
-    let opts = crate::explore::ExploreOptions {
-        profile: ProfileName::Current,
-        seed,
-        runs,
-        minutes: None,
-        jobs,
-        corpus: None,
-        out_dir: out_dir.to_path_buf(),
-        keep_going: false,
-        shrink_runs: 400,
-        until_finding: None,
-        progress,
-        bar: false,
-    };
-    let r = crate::explore::explore(scenario, &opts)?;
-    Ok(ExploreClean {
-        scenario: scenario.name().to_string(),
-        seed: r.seed,
-        runs: r.runs,
-        states_reached: r.states_reached,
-        sweep_states_reached,
-        failures: r.failures,
-        wall_ms: r.wall_ms,
-    })
 }
 
 /// Run the whole table.
@@ -683,47 +657,11 @@ pub fn run(catalog: &[&'static dyn Scenario], opts: &FindingsOptions) -> Result<
             nondeterministic: sw.nondeterministic.clone(),
             goals: sw.goals.clone(),
             goals_unmet: sw.goals_unmet.clone(),
+            states_reached: sw.states_reached,
         });
         sweeps.insert(s.name(), sw);
     }
 
-    // The guided search of `current` from the generic scenarios swept above (the built-in
-    // store only: a foreign store's process-per-run cost makes its budget a separate call,
-    // `fencesim explore --store`).
-    let mut explored = Vec::new();
-    let mut explore_skipped = None;
-    if opts.explore_runs > 0 {
-        if crate::foreign::active().is_some() {
-            explore_skipped = Some(format!(
-                "a foreign store (--store); run `fencesim explore --scenario S --runs {} --store CMD`",
-                opts.explore_runs
-            ));
-        } else {
-            let generic = generic_scenarios();
-            for s in swept.iter().filter(|s| generic.contains(&s.name())) {
-                if crate::interrupt::requested() {
-                    break;
-                }
-                if opts.progress {
-                    eprintln!(
-                        "current: exploring {} for {} runs (search seed 0)",
-                        s.name(),
-                        opts.explore_runs
-                    );
-                }
-                let sweep_states = sweeps.get(s.name()).map_or(0, |sw| sw.states_reached);
-                explored.push(explore_current(
-                    *s,
-                    opts.explore_seed,
-                    opts.explore_runs,
-                    opts.jobs,
-                    &opts.explore_out_dir,
-                    sweep_states,
-                    opts.progress,
-                )?);
-            }
-        }
-    }
     // A foreign store's flaw is in its command, not in the profile: the rows search the
     // flawed store (`--flawed-store`), the clean sweeps above ran the correct one.
     let store = crate::foreign::active_name();
@@ -806,8 +744,8 @@ pub fn run(catalog: &[&'static dyn Scenario], opts: &FindingsOptions) -> Result<
             seeds: opts.seeds,
             failures,
             scenarios: clean,
-            explore: explored,
-            explore_skipped,
+            explore: Vec::new(),
+            explore_skipped: None,
         },
     })
 }

@@ -585,15 +585,23 @@ fn command(catalog: &[&'static dyn Scenario]) -> i32 {
                 rows,
                 progress: true,
                 bar: std::io::stderr().is_terminal(),
-                explore_runs: explore_current,
-                explore_seed,
-                explore_out_dir,
             };
             let mut report = match crate::findings::run(catalog, &opts) {
                 _ if crate::interrupt::requested() => return 130, // the handler exits
                 Ok(r) => r,
                 Err(e) => return usage(e),
             };
+            if let Err(e) = crate::explore::current_pass(
+                &mut report,
+                catalog,
+                explore_current,
+                explore_seed,
+                jobs,
+                &explore_out_dir,
+                true,
+            ) {
+                return usage(e);
+            }
             if explore_seeds > 0 {
                 if explore_runs == 0 {
                     return usage("--explore-runs must be at least 1".into());

@@ -452,3 +452,81 @@ pub fn versus_findings(
     }
     Ok(())
 }
+
+/// The main job's guided search of `current` (`fencesim findings --explore-current N`): for
+/// each generic scenario the findings report swept (`soak`, `queue`), `explore` with search
+/// seed `seed` over `runs` plans, stopping after the batch of the first failure, which is
+/// shrunk (400 runs) and saved under `out_dir`. The built-in store only: with a foreign store
+/// the report says the search was skipped.
+pub fn current_pass(
+    report: &mut crate::findings::FindingsReport,
+    catalog: &[&'static dyn Scenario],
+    runs: u64,
+    seed: u64,
+    jobs: usize,
+    out_dir: &std::path::Path,
+    progress: bool,
+) -> Result<(), String> {
+    if runs == 0 {
+        return Ok(());
+    }
+    if crate::foreign::active().is_some() {
+        report.current_clean.explore_skipped = Some(format!(
+            "a foreign store (--store); run `fencesim explore --scenario S --runs {runs} --store CMD`"
+        ));
+        return Ok(());
+    }
+    let generic = crate::findings::generic_scenarios();
+    let swept: Vec<(String, u64)> = report
+        .current_clean
+        .scenarios
+        .iter()
+        .filter(|s| generic.contains(&s.scenario.as_str()))
+        .map(|s| (s.scenario.clone(), s.states_reached))
+        .collect();
+    for (name, sweep_states_reached) in swept {
+        if crate::interrupt::requested() {
+            break;
+        }
+        let scenario = crate::catalog::find_scenario(catalog, &name)?;
+        if progress {
+            eprintln!("current: exploring {name} for {runs} runs (search seed {seed})");
+        }
+        let opts = ExploreOptions {
+            profile: ProfileName::Current,
+            seed,
+            runs,
+            minutes: None,
+            jobs,
+            corpus: None,
+            out_dir: out_dir.to_path_buf(),
+            keep_going: false,
+            shrink_runs: 400,
+            until_finding: None,
+            progress,
+            bar: false,
+        };
+        let r = search::explore(scenario, &opts)?;
+        report.current_clean.explore.push(crate::findings::ExploreClean {
+            scenario: name,
+            seed: r.seed,
+            runs: r.runs,
+            states_reached: r.states_reached,
+            sweep_states_reached,
+            failures: r
+                .failures
+                .into_iter()
+                .map(|f| crate::findings::CurrentExploreFailure {
+                    run: f.run,
+                    seed: f.seed,
+                    properties: f.properties,
+                    witness: f.witness,
+                    reproduce: f.reproduce,
+                    plan_file: f.plan_file,
+                })
+                .collect(),
+            wall_ms: r.wall_ms,
+        });
+    }
+    Ok(())
+}
