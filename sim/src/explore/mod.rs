@@ -470,12 +470,6 @@ pub fn current_pass(
     if runs == 0 {
         return Ok(());
     }
-    if crate::foreign::active().is_some() {
-        report.current_clean.explore_skipped = Some(format!(
-            "a foreign store (--store); run `fencesim explore --scenario S --runs {runs} --store CMD`"
-        ));
-        return Ok(());
-    }
     let generic = crate::findings::generic_scenarios();
     let swept: Vec<(String, u64)> = report
         .current_clean
@@ -484,6 +478,15 @@ pub fn current_pass(
         .filter(|s| generic.contains(&s.scenario.as_str()))
         .map(|s| (s.scenario.clone(), s.states_reached))
         .collect();
+    if swept.is_empty() {
+        return Ok(());
+    }
+    if crate::foreign::active().is_some() {
+        report.current_clean.explore_skipped = Some(format!(
+            "a foreign store (--store); run `fencesim explore --scenario S --runs {runs} --store CMD`"
+        ));
+        return Ok(());
+    }
     for (name, sweep_states_reached) in swept {
         if crate::interrupt::requested() {
             break;
