@@ -2,6 +2,10 @@
 //! clock model is in [`crate::time`]), virtual sleeps, and the fault hook that consults
 //! the plan.
 //!
+//! Clock reads: every `now_ms` the store makes is answered from the node's clock and noted
+//! on the call being polled (the last one is what a refusing check compared a lease's
+//! expiry with); the fault hook's own readings are not noted.
+//!
 //! Fault hook: at every named point it counts the node's occurrence of that point, records
 //! what the store applied (after-commit points) or checked (after-check points) for the
 //! call being polled, and performs the plan's action, if any: a yield, a virtual stall (of a
