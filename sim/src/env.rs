@@ -36,6 +36,11 @@ pub struct SimEnv {
 }
 
 impl SimEnv {
+    /// The node's clock, read by the harness itself (not recorded as the store's reading).
+    fn clock_ms(&self) -> i64 {
+        clock_at(self.clock, now_ns())
+    }
+
     /// Virtual ns from now until this node's clock first reads `target_ms` (0 if it already
     /// does or has passed it).
     fn ns_until(&self, target_ms: i64) -> u64 {
@@ -68,13 +73,6 @@ impl SimEnv {
             Some(Ok(row)) => row.map(|(owner, epoch, expires_at)| LeaseRow { owner, epoch, expires_at }),
             _ => self.world.observe_lease(run_id),
         }
-    }
-}
-
-impl SimEnv {
-    /// The node's clock, read by the harness itself (not recorded as the store's reading).
-    fn clock_ms(&self) -> i64 {
-        clock_at(self.clock, now_ns())
     }
 }
 

@@ -10,9 +10,8 @@
 //! also holds the guided search of `current` from the generic scenarios
 //! (`explore::current_pass` fills it: `explore` sits above this module), which must find
 //! nothing either (it draws the process pauses and aimed faults a seed sweep never does).
-//! Nothing here
-//! knows how a flaw manifests beyond the row's matcher; the properties that catch it are
-//! the oracle's generic ones.
+//! Nothing here knows how a flaw manifests beyond the row's matcher; the properties that
+//! catch it are the oracle's generic ones.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -337,7 +336,7 @@ pub struct CurrentExploreFailure {
     pub plan_file: String,
 }
 
-/// `fencesim explore` of a generic scenario under `current` (search seed 0, a fixed run
+/// `fencesim explore` of a generic scenario under `current` (one search seed, a fixed run
 /// budget), beside its seed sweep: it draws what a sweep never does (process pauses timed
 /// by a takeover, faults aimed at the states no run has reached yet), so a window the
 /// sweep's plans miss can still fail the verdict. Deterministic like the sweep: the search

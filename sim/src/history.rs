@@ -494,7 +494,6 @@ impl History {
 }
 
 impl Recorder {
-    /// A recorder with its own clock and an optional hook per returned call.
     /// The simulated world's recorder: its environment answers, and notes on each call, the
     /// store's clock reads ([`StoreClock`]).
     pub fn observing_store_clock() -> Recorder {
@@ -503,6 +502,7 @@ impl Recorder {
         r
     }
 
+    /// A recorder with its own clock and an optional hook per returned call.
     pub fn with_clock(clock: fn() -> u64, on_return: Option<OnReturn>) -> Recorder {
         Recorder { inner: Rc::default(), clock, on_return }
     }

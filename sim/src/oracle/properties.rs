@@ -871,26 +871,27 @@ mod tests {
         }
     }
 
+    /// The refusal property's verdict on `refused`, refused after the grant above.
+    fn refusals(refused: &Call, clock: StoreClock) -> Vec<crate::oracle::Violation> {
+        judge(&refused_after_a_grant(refused.clone(), clock), None, "refusals_follow_the_contract")
+    }
+
     #[test]
     fn an_acquire_refused_as_held_needs_a_live_lease_at_the_checks_clock_reading() {
         let acquire = call(1, OpKind::Acquire, Args { owner: Some("b".into()), ..Args::default() }, None, 1);
         // At 399 ms the grant is live: the refusal is the contract.
-        let h = refused_after_a_grant(acquire.clone(), StoreClock::Read(399));
-        assert!(judge(&h, None, "refusals_follow_the_contract").is_empty());
+        assert!(refusals(&acquire, StoreClock::Read(399)).is_empty());
         // At its expiry instant the lease is over (a fenced write is refused then too).
-        let h = refused_after_a_grant(acquire.clone(), StoreClock::Read(400));
-        let v = judge(&h, None, "refusals_follow_the_contract");
+        let v = refusals(&acquire, StoreClock::Read(400));
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].witness.contains("had expired 0ms before"), "{}", v[0].witness);
-        // Released before it: nothing stood.
-        let mut h = refused_after_a_grant(acquire.clone(), StoreClock::Read(10));
-        let mut release = call(2, OpKind::Release, Args::default(), Some(1), 2);
+        // Released before it (apply position 1): nothing stood.
+        let late = call(2, OpKind::Acquire, Args { owner: Some("b".into()), ..Args::default() }, None, 2);
+        let mut h = refused_after_a_grant(late, StoreClock::Read(10));
+        let mut release = call(1, OpKind::Release, Args::default(), Some(1), 2);
         release.lease = Some(Lease { run_id: "r".into(), owner: "a".into(), epoch: Epoch(1) });
         release.checked_now_ms = Some(5);
         h.calls.insert(1, release);
-        h.calls[2].id = 2;
-        h.calls[1].id = 1;
-        h.calls[2].seen_at = Some(2);
         h.applied_count = 2;
         let v = judge(&h, None, "refusals_follow_the_contract");
         assert_eq!(v.len(), 1, "{v:?}");
@@ -906,44 +907,20 @@ mod tests {
         let mut append = call(1, OpKind::Append, Args::default(), None, 1);
         append.lease = Some(Lease { run_id: "r".into(), owner: "a".into(), epoch: Epoch(1) });
         // The holder, 100 ms before its expiry by the check's reading: over-fenced.
-        let v = judge(
-            &refused_after_a_grant(append.clone(), StoreClock::Read(300)),
-            None,
-            "refusals_follow_the_contract",
-        );
+        let v = refusals(&append, StoreClock::Read(300));
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].witness.contains("live for another 100ms"), "{}", v[0].witness);
         // Refused with no clock read while its identity stood: over-fenced too.
-        let v = judge(
-            &refused_after_a_grant(append.clone(), StoreClock::NotRead),
-            None,
-            "refusals_follow_the_contract",
-        );
-        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(refusals(&append, StoreClock::NotRead).len(), 1);
         // Expired by the reading: the contract's refusal.
-        assert!(judge(
-            &refused_after_a_grant(append.clone(), StoreClock::Read(400)),
-            None,
-            "refusals_follow_the_contract"
-        )
-        .is_empty());
+        assert!(refusals(&append, StoreClock::Read(400)).is_empty());
         // Another epoch, or a lease naming another run: not over-fenced / not judged here.
         let mut stale = append.clone();
         stale.lease = Some(Lease { run_id: "r".into(), owner: "a".into(), epoch: Epoch(7) });
-        assert!(judge(
-            &refused_after_a_grant(stale, StoreClock::NotRead),
-            None,
-            "refusals_follow_the_contract"
-        )
-        .is_empty());
+        assert!(refusals(&stale, StoreClock::NotRead).is_empty());
         let mut other = append;
         other.lease = Some(Lease { run_id: "q".into(), owner: "a".into(), epoch: Epoch(1) });
-        assert!(judge(
-            &refused_after_a_grant(other, StoreClock::NotRead),
-            None,
-            "refusals_follow_the_contract"
-        )
-        .is_empty());
+        assert!(refusals(&other, StoreClock::NotRead).is_empty());
     }
 
     #[test]
