@@ -55,6 +55,7 @@ fn action() -> impl Strategy<Value = Action> {
         any::<u64>().prop_map(|ms| Action::Stall { ms }),
         any::<u64>().prop_map(|restart_after_ms| Action::Crash { restart_after_ms }),
         Just(Action::StallToExpiry),
+        any::<u64>().prop_map(|ms| Action::StallToBeforeExpiry { ms }),
         any::<u64>().prop_map(|ms| Action::Pause { ms }),
         any::<u32>().prop_map(|writes| Action::PauseUntilTakeover { writes }),
     ]

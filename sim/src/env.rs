@@ -145,6 +145,7 @@ impl Env for SimEnv {
                 Action::Yield => FaultKind::Yield,
                 Action::Stall { .. } => FaultKind::Stall,
                 Action::StallToExpiry => FaultKind::StallToExpiry,
+                Action::StallToBeforeExpiry { .. } => FaultKind::StallBeforeExpiry,
                 Action::Pause { .. } | Action::PauseUntilTakeover { .. } => FaultKind::Pause,
                 Action::Crash { .. } => FaultKind::Crash,
             },
@@ -169,11 +170,15 @@ impl Env for SimEnv {
                 madsim::time::sleep(Duration::from_millis(ms)).await;
                 Ok(())
             })),
-            Action::StallToExpiry => {
+            Action::StallToExpiry | Action::StallToBeforeExpiry { .. } => {
+                let early = match action {
+                    Action::StallToBeforeExpiry { ms } => i64::try_from(ms).unwrap_or(i64::MAX),
+                    _ => 0,
+                };
                 let wait = site
                     .run_id
                     .and_then(|r| w.observe_lease(r))
-                    .map_or(0, |row| self.ns_until(row.expires_at));
+                    .map_or(0, |row| self.ns_until(row.expires_at.saturating_sub(early)));
                 Some(Box::pin(async move {
                     if wait > 0 {
                         madsim::time::sleep(Duration::from_nanos(wait)).await;

@@ -417,6 +417,8 @@ pub enum FaultKind {
     Yield,
     Stall,
     StallToExpiry,
+    /// A stall to moments before the lease expiry (the holder's last live instants).
+    StallBeforeExpiry,
     /// The whole process paused (for a length, or until the run was taken over).
     Pause,
     Crash,

@@ -35,6 +35,11 @@ pub enum Action {
     /// stands when the point is reached): the store's next clock reading lands on the
     /// boundary instant, where `expires_at <= now` and `expires_at < now` disagree.
     StallToExpiry,
+    /// Sleep until this node's clock reads `ms` before the run's lease expiry (as the lease
+    /// row stands when the point is reached): the holder's last live instants, where a
+    /// fence that refuses a moment early (`expires_at <= now + 1`) and the contract part.
+    /// The other side of [`Action::StallToExpiry`]'s boundary.
+    StallToBeforeExpiry { ms: u64 },
     /// The whole process freezes here for `ms` (virtual time): every task of the node stops,
     /// its lease heartbeat included, holding whatever it holds (SIGSTOP, a long GC pause, a
     /// suspended VM; Jepsen's pause nemesis). A stall holds one task only.
@@ -63,6 +68,7 @@ impl Action {
             Action::Stall { ms } => format!("stall {ms}ms"),
             Action::Crash { restart_after_ms } => format!("crash (restart +{restart_after_ms}ms)"),
             Action::StallToExpiry => "stall to the lease expiry".into(),
+            Action::StallToBeforeExpiry { ms } => format!("stall to {ms}ms before the lease expiry"),
             Action::Pause { ms } => format!("pause the process {ms}ms"),
             Action::PauseUntilTakeover { writes } => {
                 format!(
@@ -118,7 +124,8 @@ pub struct Swarm {
     /// Of a firing: chance of a crash (checked first).
     pub crash_per_mille: u32,
     /// Of the stalls at a `before*` or `after_check` point: the share turned into stalls to
-    /// the lease expiry instant (drawn from its own stream, so the other decisions stay put).
+    /// the lease expiry instant, a third of them to 1 ms before it (each drawn from its own
+    /// stream, so the other decisions stay put).
     #[serde(default)]
     pub expiry_stall_per_mille: u32,
     /// Of the stalls past the ttl: the share that pause the whole process instead, half of
@@ -209,7 +216,13 @@ impl Recipe {
                     && rng(plan.seed, "expiry-stall", stream_index(node, &point, occurrence))
                         .chance(sw.expiry_stall_per_mille) =>
             {
-                Action::StallToExpiry
+                // A third of them stop 1 ms short of the instant instead (their own stream):
+                // both sides of the boundary.
+                if rng(plan.seed, "expiry-edge", stream_index(node, &point, occurrence)).chance(333) {
+                    Action::StallToBeforeExpiry { ms: 1 }
+                } else {
+                    Action::StallToExpiry
+                }
             }
             Action::Stall { ms } if ms > ttl_ms && sw.pause_per_mille > 0 => {
                 let mut t = rng(plan.seed, "pause", stream_index(node, &point, occurrence));
@@ -527,6 +540,7 @@ impl Plan {
                     d.action,
                     Action::Stall { .. }
                         | Action::StallToExpiry
+                        | Action::StallToBeforeExpiry { .. }
                         | Action::Pause { .. }
                         | Action::PauseUntilTakeover { .. }
                 )

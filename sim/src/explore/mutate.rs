@@ -16,7 +16,8 @@
 //! operation and relation; an engine crash point against a recovery never seen: a crash
 //! there) is aimed at directly (`aims`). The others pick a parent by energy (entries that
 //! reached rarer states are picked more often) and mutate it: put a fault (a short stall,
-//! a stall past the ttl, a stall to the lease expiry instant, a process pause until a
+//! a stall past the ttl, a stall to the lease expiry instant or to 1 ms before it (both
+//! sides of the fence's boundary), a process pause until a
 //! takeover, or a crash where the scenario allows one) at a (node, point, occurrence) the
 //! parent's run reached, half the time weighted toward points few corpus entries reached
 //! (`point_rarity`); move a fault to a nearby occurrence or another node, or a takeover
@@ -38,8 +39,8 @@ use crate::world::Scenario;
 /// The actions a fault at `point` may take under these faults, for a ttl (the exhaustive
 /// mode's fixed set): a 10 ms stall, a stall of 1.5 ttl, a pause of the whole process until
 /// the run is taken over (its stale step lands right after the successor's grant; a point
-/// acting for no run pauses 1.5 ttl), a stall to the lease expiry instant at a `before*` or
-/// `after_check` point, a crash with a restart one ttl later where the scenario allows one.
+/// acting for no run pauses 1.5 ttl), a stall to the lease expiry instant and one to 1 ms
+/// before it at a `before*` or `after_check` point, a crash with a restart one ttl later where the scenario allows one.
 pub fn actions_at(point: FaultPoint, faults: &FaultProfile, ttl_ms: u64) -> Vec<Action> {
     let mut out = vec![
         Action::Stall { ms: 10 },
@@ -48,6 +49,7 @@ pub fn actions_at(point: FaultPoint, faults: &FaultProfile, ttl_ms: u64) -> Vec<
     ];
     if matches!(point.moment(), Moment::Before | Moment::AfterCheck) {
         out.push(Action::StallToExpiry);
+        out.push(Action::StallToBeforeExpiry { ms: 1 });
     }
     if faults.crash_points.contains(&point) {
         out.push(Action::Crash { restart_after_ms: ttl_ms });
@@ -132,6 +134,7 @@ pub fn point_rarity(corpus: &[Entry]) -> Vec<u64> {
 pub enum Lever {
     Stall,
     StallToExpiry,
+    StallBeforeExpiry,
     CrashBefore,
     CrashAfterCommit,
 }
@@ -179,6 +182,7 @@ pub fn aims(corpus: &[Entry], hits: &[u64], faults: &FaultProfile) -> Vec<Aim> {
                 let lever = match *fault {
                     "stall" => Lever::Stall,
                     "stall_to_expiry" => Lever::StallToExpiry,
+                    "stall_before_expiry" => Lever::StallBeforeExpiry,
                     "crash_before" => Lever::CrashBefore,
                     _ => Lever::CrashAfterCommit,
                 };
@@ -188,7 +192,9 @@ pub fn aims(corpus: &[Entry], hits: &[u64], faults: &FaultProfile) -> Vec<Aim> {
                     .filter(|&p| store_op(p).is_some_and(|o| o.as_str() == *op) && faults.points.contains(&p))
                     .filter(|p| match lever {
                         Lever::Stall => true,
-                        Lever::StallToExpiry => matches!(p.moment(), Moment::Before | Moment::AfterCheck),
+                        Lever::StallToExpiry | Lever::StallBeforeExpiry => {
+                            matches!(p.moment(), Moment::Before | Moment::AfterCheck)
+                        }
                         Lever::CrashBefore => {
                             p.moment() != Moment::AfterCommit && faults.crash_points.contains(p)
                         }
@@ -399,7 +405,13 @@ impl Mutator<'_> {
             1 => Action::Stall {
                 ms: r.between(ttl * 105 / 100, ttl * faults.stall_past_ttl_max_pct.max(106) / 100),
             },
-            2 if matches!(point.moment(), Moment::Before | Moment::AfterCheck) => Action::StallToExpiry,
+            2 if matches!(point.moment(), Moment::Before | Moment::AfterCheck) => {
+                if r.chance(500) {
+                    Action::StallToExpiry
+                } else {
+                    Action::StallToBeforeExpiry { ms: 1 }
+                }
+            }
             3 if faults.crash_points.contains(&point) => {
                 Action::Crash { restart_after_ms: r.between(20, 2 * ttl) }
             }
@@ -428,6 +440,7 @@ impl Mutator<'_> {
                 ms: r.between(ttl * 105 / 100, ttl * faults.stall_past_ttl_max_pct.max(106) / 100),
             },
             Lever::StallToExpiry => Action::StallToExpiry,
+            Lever::StallBeforeExpiry => Action::StallToBeforeExpiry { ms: 1 },
             Lever::CrashBefore | Lever::CrashAfterCommit if faults.crash_points.contains(&point) => {
                 Action::Crash { restart_after_ms: r.between(20, 2 * ttl) }
             }

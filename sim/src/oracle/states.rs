@@ -8,7 +8,8 @@
 //!   holder, holder past its expiry not yet superseded, superseded, lease of another run, no
 //!   lease; for an acquire: the run free, held live, held past expiry); what happened
 //!   (applied, refused typed, busy, unknown); and the fault injected inside the call (none,
-//!   stall, stall to the expiry instant, crash before its commit, crash after its commit).
+//!   stall, stall to the expiry instant, stall to 1 ms before it, crash before its commit,
+//!   crash after its commit).
 //! - **engine**: `meta:<from>-><to>`, the run's status transitions as applied meta writes
 //!   made them; `crash:<engine point>:<recovery>`, where a crash cut a segment against how
 //!   the run next settled (or that it never did, or was deleted).
@@ -74,7 +75,8 @@ impl Relation {
 }
 
 const OUTCOMES: [&str; 4] = ["applied", "refused", "busy", "unknown"];
-const FAULTS: [&str; 5] = ["none", "stall", "stall_to_expiry", "crash_before", "crash_after_commit"];
+const FAULTS: [&str; 6] =
+    ["none", "stall", "stall_to_expiry", "stall_before_expiry", "crash_before", "crash_after_commit"];
 const STATUSES: [&str; 6] = ["running", "suspended", "ok", "error", "cancelled", "exhausted"];
 const RECOVERIES: [&str; 8] =
     ["running", "suspended", "ok", "error", "cancelled", "exhausted", "deleted", "never_settled"];
@@ -172,6 +174,7 @@ pub fn reached(j: &Judged) -> Vec<u16> {
             // tasks too, which their own calls' relations show).
             FaultKind::Stall | FaultKind::Pause => "stall",
             FaultKind::StallToExpiry => "stall_to_expiry",
+            FaultKind::StallBeforeExpiry => "stall_before_expiry",
             FaultKind::Crash if f.point.moment() == Moment::AfterCommit => "crash_after_commit",
             FaultKind::Crash => "crash_before",
         };
