@@ -94,7 +94,9 @@ pub fn pipeline() -> Workflow {
 
 /// An agent, an await, an agent, a second await, an agent: the run suspends twice, and the
 /// segment between the two suspensions does new work yet settles `suspended` again (the
-/// write-on-change rule must still journal that settle).
+/// write-on-change rule must still journal that settle). The middle agent, `revise`, asks
+/// for a tool every turn and has tool calls to spare: it ends on `max_turns` (3 paid turns,
+/// 3 tools, 3 checkpoints, value `"limit"`), the one limit no other workflow reaches.
 pub fn two_approvals() -> Workflow {
     let agent = |name: &str| Op::Agent { name: name.into(), tool_turns: 0, max_turns: 4, max_tool_calls: 0 };
     Workflow {
@@ -102,7 +104,7 @@ pub fn two_approvals() -> Workflow {
         ops: vec![
             agent("draft"),
             Op::Await { key: "legal".into() },
-            agent("revise"),
+            Op::Agent { name: "revise".into(), tool_turns: u32::MAX, max_turns: 3, max_tool_calls: 5 },
             Op::Await { key: "final".into() },
             agent("publish"),
         ],
@@ -127,7 +129,7 @@ mod tests {
         );
         assert_eq!(
             expected_value(&two_approvals()),
-            json!({"draft": "draft:0", "legal": {"approved": "legal"}, "revise": "revise:0", "final": {"approved": "final"}, "publish": "publish:0"})
+            json!({"draft": "draft:0", "legal": {"approved": "legal"}, "revise": "limit", "final": {"approved": "final"}, "publish": "publish:0"})
         );
     }
 }

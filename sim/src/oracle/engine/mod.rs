@@ -41,6 +41,7 @@ pub const ALL: &[Property] = &[
     settles::NO_STRANDED_RUN,
     payments::CHECKPOINT_NEVER_REGRESSES,
     payments::COMPLETED_DISPATCH_NEVER_REPAID,
+    payments::AGENTS_STAY_WITHIN_THEIR_LIMITS,
     settles::ONE_OK_SETTLE_PER_COMPLETED_RUN,
     deletion::NO_LIVE_RUN_DELETED,
     progress::NON_REPLAYABLE_TERMINAL_RERUNS,

@@ -1,6 +1,7 @@
-//! The payment family: paid work is not paid twice. A dispatch's checkpoint never goes
-//! back in turns (and no boot resumes from a regressed one), and a dispatch whose
-//! terminal is durable is never paid again by a current holder.
+//! The payment family: paid work is not paid twice, nor past what the workflow allows. A
+//! dispatch's checkpoint never goes back in turns (and no boot resumes from a regressed
+//! one), a dispatch whose terminal is durable is never paid again by a current holder, and
+//! no agent pays a turn or runs a tool beyond the limits its workflow declares.
 //!
 //! Each property is judged from the apply-ordered history and the engine facts, under the
 //! holder and generation rules of [`super`].
@@ -11,7 +12,10 @@ use super::super::contract::{checkpoint_seq, run_of_ref};
 use super::super::model::{t, who, Judged};
 use super::super::{Expectation, Property, Witness};
 use super::*;
+use store::engine::Op;
+
 use crate::history::{Call, Fact, FactKind, OpKind};
+use crate::ledger::catalog_workflows;
 
 pub const CHECKPOINT_NEVER_REGRESSES: Property = Property {
         name: "checkpoint_never_regresses",
@@ -144,6 +148,62 @@ fn completed_dispatch_never_repaid(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const AGENTS_STAY_WITHIN_THEIR_LIMITS: Property = Property {
+        name: "agents_stay_within_their_limits",
+        expectation: Expectation::Always,
+        claim: "No agent pays a turn or runs a tool its workflow's limits forbid: paid turns stay under max_turns, a turn after the first is paid only when the one before asked for a tool within max_tool_calls, a tool runs only on a turn under tool_turns and max_tool_calls; a step pays nothing and runs its one tool as turn 0.",
+        not_checked: "Ops of a workflow the world does not know; how many times a lawful turn is paid (completed_dispatch_never_repaid).",
+        check: agents_stay_within_their_limits,
+};
+
+/// Whether turn `turn` of `op` may be paid (`tool` false) or have its tool run (`tool`
+/// true), by the agent semantics of the workflow (the oracle's own reading of them: turn
+/// t asks for a tool while t < tool_turns; a tool is refused once max_tool_calls are used;
+/// max_turns paid turns end the agent).
+fn within_limits(op: &Op, turn: u32, tool: bool) -> bool {
+    match *op {
+        Op::Step { .. } => tool && turn == 0,
+        Op::Agent { tool_turns, max_turns, max_tool_calls, .. } => {
+            if tool {
+                turn < max_turns && turn < tool_turns && turn < max_tool_calls
+            } else {
+                turn < max_turns && (turn == 0 || (turn - 1 < tool_turns && turn - 1 < max_tool_calls))
+            }
+        }
+        Op::Await { .. } => false,
+    }
+}
+
+fn agents_stay_within_their_limits(j: &Judged, out: &mut Vec<Witness>) {
+    let workflows = catalog_workflows();
+    let mut submitted: BTreeMap<&str, &str> = BTreeMap::new();
+    for f in &j.history.facts {
+        let (run_id, op, turn, tool) = match &f.kind {
+            FactKind::Submitted { run_id, workflow } => {
+                submitted.insert(run_id, workflow);
+                continue;
+            }
+            FactKind::Paid { run_id, op, turn, .. } => (run_id, op, *turn, false),
+            FactKind::Tool { run_id, op, turn, .. } => (run_id, op, *turn, true),
+            _ => continue,
+        };
+        let Some(wf) = submitted.get(run_id.as_str()).and_then(|w| workflows.get(*w)) else { continue };
+        let Some(spec) = wf.ops.iter().find(|o| o.field() == op.as_str()) else { continue };
+        if !within_limits(spec, turn, tool) {
+            out.push(Witness {
+                witness: format!(
+                    "n{} {} turn {turn} of {op} in run {run_id} at t={}, past the limits of {spec:?}",
+                    f.node,
+                    if tool { "ran the tool of" } else { "paid" },
+                    t(f.at_ns)
+                ),
+                op: None,
+                call: None,
+            });
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -172,6 +232,66 @@ mod tests {
         let v = h.judge("checkpoint_never_regresses");
         assert_eq!(v.len(), 2, "{v:?}");
         assert_eq!(h.judge("completed_dispatch_never_repaid").len(), 1);
+    }
+
+    #[test]
+    fn turns_and_tools_past_the_workflows_limits_are_caught() {
+        use crate::history::FactKind;
+        // `limit`: one agent, always asking for a tool, max_turns 4, max_tool_calls 2: turns
+        // 0, 1 and 2 paid, the tools of turns 0 and 1 run.
+        let mut h = HistoryBuilder::default();
+        h.fact(0, "host", FactKind::Submitted { run_id: "r".into(), workflow: "limit".into() });
+        let paid = |h: &mut HistoryBuilder, turn| {
+            h.fact(0, "a", FactKind::Paid { run_id: "r".into(), op: "agentStatus".into(), dispatch: 1, turn })
+        };
+        for turn in 0..3 {
+            paid(&mut h, turn);
+        }
+        tool(&mut h, "agentStatus", 1, 0);
+        tool(&mut h, "agentStatus", 1, 1);
+        assert!(h.judge("agents_stay_within_their_limits").is_empty());
+        tool(&mut h, "agentStatus", 1, 2);
+        let v = h.judge("agents_stay_within_their_limits");
+        assert_eq!(v.len(), 1, "a third tool call: {v:?}");
+        assert!(v[0].witness.contains("ran the tool of turn 2"), "{}", v[0].witness);
+        paid(&mut h, 3);
+        assert_eq!(h.judge("agents_stay_within_their_limits").len(), 2, "turn 3 follows a refused tool");
+        // `happy`: tool-less agents pay turn 0 only; an unknown op is not judged.
+        let mut h = HistoryBuilder::engine_run();
+        h.pay(0, "a", "r", 1, 0);
+        h.fact(0, "a", FactKind::Paid { run_id: "r".into(), op: "one".into(), dispatch: 1, turn: 0 });
+        assert!(h.judge("agents_stay_within_their_limits").is_empty());
+        h.fact(0, "a", FactKind::Paid { run_id: "r".into(), op: "one".into(), dispatch: 1, turn: 1 });
+        assert_eq!(h.judge("agents_stay_within_their_limits").len(), 1);
+        // `pipeline`: a step runs its tool as turn 0 and pays nothing.
+        let mut h = HistoryBuilder::default();
+        h.fact(0, "host", FactKind::Submitted { run_id: "r".into(), workflow: "pipeline".into() });
+        tool(&mut h, "fetch", 1, 0);
+        assert!(h.judge("agents_stay_within_their_limits").is_empty());
+        h.fact(0, "a", FactKind::Paid { run_id: "r".into(), op: "fetch".into(), dispatch: 1, turn: 0 });
+        assert_eq!(h.judge("agents_stay_within_their_limits").len(), 1);
+    }
+
+    #[test]
+    fn an_agent_that_reaches_max_turns_pays_no_more() {
+        use crate::history::FactKind;
+        // `two-approvals`' reviser always asks for a tool and ends on max_turns.
+        let wf = crate::ledger::two_approvals();
+        let Some(store::engine::Op::Agent { name, max_turns, max_tool_calls, tool_turns }) =
+            wf.ops.iter().find(|o| o.field() == "revise").cloned()
+        else {
+            panic!("two-approvals has a revise agent")
+        };
+        assert!(tool_turns >= max_turns && max_tool_calls >= max_turns, "revise must end on max_turns");
+        let mut h = HistoryBuilder::default();
+        h.fact(0, "host", FactKind::Submitted { run_id: "r".into(), workflow: "two-approvals".into() });
+        for turn in 0..max_turns {
+            h.fact(0, "a", FactKind::Paid { run_id: "r".into(), op: name.clone(), dispatch: 5, turn });
+            tool(&mut h, &name, 5, turn);
+        }
+        assert!(h.judge("agents_stay_within_their_limits").is_empty());
+        h.fact(0, "a", FactKind::Paid { run_id: "r".into(), op: name.clone(), dispatch: 5, turn: max_turns });
+        assert_eq!(h.judge("agents_stay_within_their_limits").len(), 1);
     }
 
     #[test]
