@@ -107,8 +107,8 @@ pub const ALL: &[Property] = &[
     Property {
         name: "refusals_follow_the_contract",
         expectation: Expectation::Always,
-        claim: "Every acquire the store refused as held met a live lease (no grant released or deleted, and the store's clock reading for the check before its expiry), and every write it refused as stale came from a caller the applied history had superseded, released, deleted with its run, or let expire by that reading: a store that fences too much strands runs as surely as one that fences too little lets them be corrupted.",
-        not_checked: "Runs whose environment does not observe the store's clock (real multi-process runs); an acquire refused without a clock reading while a grant stood; leases naming another run; refusals of calls that carried no lease.",
+        claim: "Every acquire the store refused as held met a live lease (no grant released or deleted, and the store's clock reading for the check before its expiry), and every write it refused as stale came from a caller the applied history had superseded, released, deleted with its run, or let expire by that reading; and every append refused as a journal order violation (A5) met a stored entry of its run whose seq was at least its own: a store that fences too much strands runs as surely as one that fences too little lets them be corrupted.",
+        not_checked: "Lease refusals in runs whose environment does not observe the store's clock (real multi-process runs); an acquire refused without a clock reading while a grant stood; leases naming another run; lease refusals of calls that carried no lease.",
         check: refusals_follow_the_contract,
     },
 ];
@@ -666,6 +666,7 @@ fn reads_see_serial_history(j: &Judged, out: &mut Vec<Witness>) {
 /// mutations applied by the time the call returned (`seen_at`), and compared the expiry with
 /// the store's last clock reading (`store_clock`).
 fn refusals_follow_the_contract(j: &Judged, out: &mut Vec<Witness>) {
+    order_refusals_follow_the_journal(j, out);
     let mut refused: Vec<&Call> = j
         .history
         .calls
@@ -753,6 +754,56 @@ fn refusals_follow_the_contract(j: &Judged, out: &mut Vec<Witness>) {
                 c.run_id,
                 op_name(c),
                 who(c)
+            ),
+        });
+    }
+}
+
+/// A5 refusals judged against the journal the applied mutations had built when the append
+/// returned (`seen_at`, as for the lease refusals): its run must have held an entry with a
+/// seq at least the refused one's (a stored entry without a seq never blocks; a delete
+/// empties the run's journal). One witness per run.
+fn order_refusals_follow_the_journal(j: &Judged, out: &mut Vec<Witness>) {
+    let mut refused: Vec<&Call> = j
+        .history
+        .calls
+        .iter()
+        .filter(|c| c.op == OpKind::Append && c.seen_at.is_some())
+        .filter(|c| matches!(&c.outcome, Outcome::Err { code, .. } if code == "journal_order_violation"))
+        .collect();
+    refused.sort_by_key(|c| (c.seen_at, c.id));
+    let mut top: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut said: std::collections::BTreeSet<&str> = Default::default();
+    let mut applied = j.applied.iter().peekable();
+    for c in refused {
+        let seen = c.seen_at.unwrap_or(0);
+        while let Some(a) = applied.next_if(|a| a.applied.as_ref().is_some_and(|x| x.order < seen)) {
+            match (a.op, a.args.seq) {
+                (OpKind::Append, Some(s)) => {
+                    let m = top.entry(a.run_id.as_str()).or_insert(s);
+                    *m = (*m).max(s);
+                }
+                (OpKind::Delete, _) => {
+                    top.remove(a.run_id.as_str());
+                }
+                _ => {}
+            }
+        }
+        let stored = top.get(c.run_id.as_str()).copied();
+        let justified = matches!((c.args.seq, stored), (Some(s), Some(m)) if m >= s);
+        if justified || !said.insert(c.run_id.as_str()) {
+            continue;
+        }
+        let seq = c.args.seq.map_or("no seq".to_string(), |s| format!("seq {s}"));
+        let held = stored.map_or("no entry with a seq".to_string(), |m| format!("entries up to seq {m}"));
+        out.push(Witness {
+            op: Some(c.op.as_str()),
+            call: Some(c.id),
+            witness: format!(
+                "run {}: the append of {seq} by {} at t={} was refused as a journal order violation although the run's journal held {held}",
+                c.run_id,
+                who(c),
+                t(c.returned_ns.unwrap_or(0))
             ),
         });
     }
@@ -921,6 +972,54 @@ mod tests {
         let mut other = append;
         other.lease = Some(Lease { run_id: "q".into(), owner: "a".into(), epoch: Epoch(1) });
         assert!(refusals(&other, StoreClock::NotRead).is_empty());
+    }
+
+    #[test]
+    fn an_append_refused_as_out_of_order_needs_a_stored_seq_at_least_its_own() {
+        // Run r holds seqs 0 and 1 (apply positions 0 and 1); run q holds seq 5.
+        let append = |id, run: &str, seq, applied| {
+            let mut c = call(id, OpKind::Append, Args { seq: Some(seq), ..Args::default() }, applied, id);
+            c.run_id = run.into();
+            c
+        };
+        let refused = |id, run: &str, seq: Option<u64>| {
+            let mut c = append(id, run, 0, None);
+            c.args.seq = seq;
+            c.outcome = Outcome::Err { code: "journal_order_violation".into(), message: String::new() };
+            c
+        };
+        let verdict = |last: Call| {
+            let calls = vec![
+                append(0, "r", 0, Some(0)),
+                append(1, "r", 1, Some(1)),
+                append(2, "q", 5, Some(2)),
+                last,
+            ];
+            let h = History { applied_count: 3, calls, ..History::default() };
+            judge(&h, None, "refusals_follow_the_contract")
+        };
+        // Seq 1 again, or seq 0: A5 refuses, as the contract says.
+        assert!(verdict(refused(3, "r", Some(1))).is_empty());
+        assert!(verdict(refused(3, "r", Some(0))).is_empty());
+        // Seq 2 is past the stored tail: refusing it over-fences (q's seq 5 is another run's).
+        let v = verdict(refused(3, "r", Some(2)));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("held entries up to seq 1"), "{}", v[0].witness);
+        // A run with no entries, and an entry without a seq: never blocked.
+        assert_eq!(verdict(refused(3, "s", Some(0))).len(), 1);
+        assert_eq!(verdict(refused(3, "r", None)).len(), 1);
+        // A delete empties the journal: seq 0 is lawful again after it.
+        let mut delete = call(3, OpKind::Delete, Args::default(), Some(3), 3);
+        delete.run_id = "r".into();
+        let calls = vec![
+            append(0, "r", 0, Some(0)),
+            append(1, "r", 1, Some(1)),
+            append(2, "q", 5, Some(2)),
+            delete,
+            refused(4, "r", Some(0)),
+        ];
+        let h = History { applied_count: 4, calls, ..History::default() };
+        assert_eq!(judge(&h, None, "refusals_follow_the_contract").len(), 1);
     }
 
     #[test]
