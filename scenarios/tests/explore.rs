@@ -444,3 +444,22 @@ fn a_takeover_probe_adds_one_pause_before_a_write_or_where_the_parent_acted_unde
         );
     }
 }
+
+/// A plan a guided search built (queue, 2 stalls, one run that a worker stop cancels before any
+/// paid turn): it starves the workload, so the engine quorum guard fails and nothing else does.
+/// A seed sweep would count that as a failure; the search counts it vacuous, not failing.
+#[test]
+fn a_plan_that_only_misses_the_quorum_is_vacuous_for_the_search_not_a_failure() {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/plans/queue-vacuous-plan.json"))
+            .expect("the committed plan");
+    let plan: Plan = serde_json::from_str(&text).expect("a plan");
+    let s = scenario("queue");
+    let out = execute_counting(s, ProfileName::Current, plan.clone()).unwrap();
+    let failed: Vec<&str> = out.violations.iter().map(|v| v.property).collect();
+    assert_eq!(failed, vec!["engine_quorum_reached"], "the plan only starves the workload");
+    let r = sim::explore::run_one(s, ProfileName::Current, plan);
+    assert!(r.vacuous, "only a quorum guard failed");
+    assert!(r.properties.is_empty() && r.findings.is_empty(), "{:?}", r.properties);
+    assert!(!r.states.is_empty(), "its states still count");
+}

@@ -26,6 +26,15 @@ pub struct Violation {
 }
 
 impl Violation {
+    /// Whether `property` is a scenario's quorum guard (`<scenario>_quorum_reached`): the run
+    /// did too little for the other properties to judge. For a seed's derived plan that is not
+    /// a pass (the scenario is calibrated to reach its quorum, so a miss means a broken
+    /// harness or a store that stops everything); a guided search's adversarial plans may
+    /// starve the workload lawfully, so there it makes the run vacuous, not failing.
+    pub fn is_vacuity_guard(property: &str) -> bool {
+        property.ends_with("_quorum_reached")
+    }
+
     /// A violation that points at no single call.
     pub fn new(property: &'static str, witness: String) -> Violation {
         Violation { property, witness, op: None, call: None }

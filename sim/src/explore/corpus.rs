@@ -133,6 +133,9 @@ pub struct Checkpoint {
     pub first_finding: BTreeMap<String, u64>,
     pub failures: Vec<super::ExploreFailure>,
     pub last_new_state: Option<String>,
+    /// Runs only a quorum guard failed.
+    #[serde(default)]
+    pub vacuous: u64,
 }
 
 pub fn entry_path(dir: &Path, n: u64) -> PathBuf {

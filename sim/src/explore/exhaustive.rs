@@ -157,7 +157,7 @@ pub fn exhaustive(
         let plans = sets.iter().map(|ds| Plan { decisions: ds.clone(), ..base.clone() }).collect();
         let results = run_batch(scenario, opts.profile, plans, opts.jobs);
         for (set, res) in sets.into_iter().zip(results) {
-            tally.fold_states(&res.states);
+            tally.fold_states(&res.states, res.vacuous);
             if !res.properties.is_empty() {
                 tally.fold_failure(scenario, opts, &res)?;
                 // Without --keep-going the search stops after this batch; with it, a failing

@@ -25,7 +25,7 @@ use store::ProfileName;
 
 use crate::world::Scenario;
 
-pub use search::explore;
+pub use search::{explore, run_one, RunResult};
 
 /// Candidates per batch.
 pub const BATCH: usize = 16;
@@ -78,6 +78,10 @@ pub struct ExploreReport {
     #[serde(default)]
     pub findings_first_run: BTreeMap<String, u64>,
     pub failures: Vec<ExploreFailure>,
+    /// Runs in which only a quorum guard failed (`*_quorum_reached`: the plan starved the
+    /// workload, too little happened to judge): neither passes nor failures.
+    #[serde(default)]
+    pub vacuous_runs: u64,
     /// Exhaustive mode: the plans run, whether the enumeration finished, the fault bound.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub complete: Option<bool>,
@@ -123,6 +127,13 @@ impl ExploreReport {
         );
         let curve: Vec<String> = self.states_new_per_1000.iter().map(|n| n.to_string()).collect();
         let _ = writeln!(s, "  new states per 1000 runs: {}", curve.join(" "));
+        if self.vacuous_runs > 0 {
+            let _ = writeln!(
+                s,
+                "  {} vacuous run(s): only a quorum guard failed (the plan starved the workload; neither a pass nor a failure)",
+                self.vacuous_runs
+            );
+        }
         if let (Some(plans), Some(k)) = (self.plans, self.max_faults) {
             let _ = writeln!(
                 s,

@@ -34,14 +34,21 @@ pub struct RunResult {
     pub witness: String,
     /// The `findings` rows (of the run's profile) its violations match.
     pub findings: Vec<String>,
+    /// Only a quorum guard failed ([`crate::verdict::Violation::is_vacuity_guard`]): the
+    /// plan starved the workload, and the run counts as neither a pass nor a failure.
+    pub vacuous: bool,
 }
 
-pub(super) fn run_one(scenario: &'static dyn Scenario, profile: ProfileName, plan: Plan) -> RunResult {
+/// Run one plan and read what the search needs from it.
+pub fn run_one(scenario: &'static dyn Scenario, profile: ProfileName, plan: Plan) -> RunResult {
     match execute_counting(scenario, profile, plan.clone()) {
         Ok(out) => {
+            let vacuous = !out.violations.is_empty()
+                && out.violations.iter().all(|v| crate::verdict::Violation::is_vacuity_guard(v.property));
+            let violations = if vacuous { &[][..] } else { &out.violations[..] };
             let reached = reached_of(&out.reached);
             let slot = |n: u32, p: FaultPoint| n as usize * FaultPoint::ALL.len() + p.index();
-            let mut properties: Vec<String> = out.violations.iter().map(|v| v.property.to_string()).collect();
+            let mut properties: Vec<String> = violations.iter().map(|v| v.property.to_string()).collect();
             properties.sort();
             properties.dedup();
             RunResult {
@@ -55,14 +62,15 @@ pub(super) fn run_one(scenario: &'static dyn Scenario, profile: ProfileName, pla
                     .map(|&(n, p, _)| out.leased.get(slot(n, p)).copied().unwrap_or(0))
                     .collect(),
                 reached,
-                first_property: out.violations.first().map(|v| v.property.to_string()),
-                witness: out.violations.first().map(|v| v.witness.clone()).unwrap_or_default(),
+                first_property: violations.first().map(|v| v.property.to_string()),
+                witness: violations.first().map(|v| v.witness.clone()).unwrap_or_default(),
                 findings: crate::findings::FINDINGS
                     .iter()
-                    .filter(|f| f.profile == profile && f.caught_by(&out.violations).is_some())
+                    .filter(|f| f.profile == profile && f.caught_by(violations).is_some())
                     .map(|f| f.id.to_string())
                     .collect(),
                 properties,
+                vacuous,
                 plan: out.plan,
             }
         }
@@ -76,6 +84,7 @@ pub(super) fn run_one(scenario: &'static dyn Scenario, profile: ProfileName, pla
             first_property: None,
             witness: e,
             findings: Vec::new(),
+            vacuous: false,
         },
     }
 }
@@ -118,6 +127,8 @@ pub struct Tally {
     pub first_finding: BTreeMap<String, u64>,
     pub failures: Vec<ExploreFailure>,
     pub last_new_state: Option<String>,
+    /// Runs only a quorum guard failed (see [`RunResult::vacuous`]).
+    pub vacuous: u64,
 }
 
 impl Tally {
@@ -131,12 +142,15 @@ impl Tally {
             first_finding: BTreeMap::new(),
             failures: Vec::new(),
             last_new_state: None,
+            vacuous: 0,
         }
     }
 
-    /// Count one run's states; the ones no earlier run reached.
-    pub fn fold_states(&mut self, states: &[u16]) -> u32 {
+    /// Count one run (its states, and whether it was vacuous); the states no earlier run
+    /// reached.
+    pub fn fold_states(&mut self, states: &[u16], vacuous: bool) -> u32 {
         self.runs += 1;
+        self.vacuous += u64::from(vacuous);
         let mut new = 0;
         for &s in states {
             let i = usize::from(s);
@@ -266,6 +280,7 @@ impl Tally {
             first_detection: self.first_detection.clone(),
             findings_first_run: self.first_finding.clone(),
             failures: self.failures.clone(),
+            vacuous_runs: self.vacuous,
             complete: None,
             plans: None,
             max_faults: None,
@@ -293,6 +308,7 @@ impl Tally {
             first_finding: self.first_finding.clone(),
             failures: self.failures.clone(),
             last_new_state: self.last_new_state.clone(),
+            vacuous: self.vacuous,
         }
     }
 
@@ -316,6 +332,7 @@ impl Tally {
         t.first_finding = cp.first_finding.clone();
         t.failures = cp.failures.clone();
         t.last_new_state = cp.last_new_state.clone();
+        t.vacuous = cp.vacuous;
         Ok(t)
     }
 }
@@ -454,7 +471,7 @@ pub fn explore(scenario: &'static dyn Scenario, opts: &ExploreOptions) -> Result
         };
         let results = run_batch(scenario, opts.profile, candidates, opts.jobs);
         for res in results {
-            let new = tally.fold_states(&res.states);
+            let new = tally.fold_states(&res.states, res.vacuous);
             if !res.properties.is_empty() {
                 tally.fold_failure(scenario, opts, &res)?;
             }
