@@ -66,14 +66,17 @@ fn every_stored_explore_finding_passes_under_current() {
 fn a_cancel_during_a_dangling_redispatch_checkpoint_read_drains_it() {
     let out = replay("journal-never-behind-meta-39436133.json");
     let h = &out.history;
-    // The window: a stall inside the checkpoint read of the resumed dangling dispatch.
+    // The window: a stall inside the checkpoint read of the resumed dangling dispatch. It
+    // was `tmp-1x`'s when explore found it; since two-approvals' reviser checkpoints every
+    // turn (stop 19) the same stall lands in `tmp-1_`'s resume of its reviser instead.
+    let run = "tmp-1_";
     assert!(
-        injected(h, FaultPoint::SqliteBlobGetBeforeRead, FaultKind::Stall, Some("tmp-1x")),
-        "the plan no longer stalls tmp-1x's checkpoint read"
+        injected(h, FaultPoint::SqliteBlobGetBeforeRead, FaultKind::Stall, Some(run)),
+        "the plan no longer stalls {run}'s checkpoint read"
     );
     // The drain journals the cut dispatch's `cancelled` terminal, then the settle.
-    assert!(payload_has(h, "tmp-1x", OpKind::Append, "\"status\":\"cancelled\""), "no cancelled terminal");
-    assert!(payload_has(h, "tmp-1x", OpKind::PutMeta, "\"status\":\"cancelled\""), "no cancelled settle");
+    assert!(payload_has(h, run, OpKind::Append, "\"status\":\"cancelled\""), "no cancelled terminal");
+    assert!(payload_has(h, run, OpKind::PutMeta, "\"status\":\"cancelled\""), "no cancelled settle");
 }
 
 #[test]
