@@ -31,7 +31,7 @@ pub fn resolution_value(key: &str) -> Value {
 }
 
 /// An op's field in the workflow value: an agent's or step's name, an await's key.
-fn field(op: &Op) -> &str {
+pub fn field(op: &Op) -> &str {
     match op {
         Op::Step { name } | Op::Agent { name, .. } => name,
         Op::Await { key } => key,

@@ -36,8 +36,8 @@ pub enum Action {
     /// boundary instant, where `expires_at <= now` and `expires_at < now` disagree.
     StallToExpiry,
     /// Sleep until this node's clock reads `ms` before the run's lease expiry (as the lease
-    /// row stands when the point is reached): the holder's last live instants, where a
-    /// fence that refuses a moment early (`expires_at <= now + 1`) and the contract part.
+    /// row stands when the point is reached): the holder's last live instants, where the
+    /// contract still admits the holder and a fence that refuses a moment early does not.
     /// The other side of [`Action::StallToExpiry`]'s boundary.
     StallToBeforeExpiry { ms: u64 },
     /// The whole process freezes here for `ms` (virtual time): every task of the node stops,

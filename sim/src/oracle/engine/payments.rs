@@ -15,7 +15,7 @@ use super::*;
 use store::engine::Op;
 
 use crate::history::{Call, Fact, FactKind, OpKind};
-use crate::ledger::catalog_workflows;
+use crate::ledger::{catalog_workflows, field};
 
 pub const CHECKPOINT_NEVER_REGRESSES: Property = Property {
         name: "checkpoint_never_regresses",
@@ -188,7 +188,7 @@ fn agents_stay_within_their_limits(j: &Judged, out: &mut Vec<Witness>) {
             _ => continue,
         };
         let Some(wf) = submitted.get(run_id.as_str()).and_then(|w| workflows.get(*w)) else { continue };
-        let Some(spec) = wf.ops.iter().find(|o| o.field() == op.as_str()) else { continue };
+        let Some(spec) = wf.ops.iter().find(|o| field(o) == op.as_str()) else { continue };
         if !within_limits(spec, turn, tool) {
             out.push(Witness {
                 witness: format!(
@@ -278,7 +278,7 @@ mod tests {
         // `two-approvals`' reviser always asks for a tool and ends on max_turns.
         let wf = crate::ledger::two_approvals();
         let Some(store::engine::Op::Agent { name, max_turns, max_tool_calls, tool_turns }) =
-            wf.ops.iter().find(|o| o.field() == "revise").cloned()
+            wf.ops.iter().find(|o| crate::ledger::field(o) == "revise").cloned()
         else {
             panic!("two-approvals has a revise agent")
         };
