@@ -527,6 +527,11 @@ impl ReadModel {
         }
     }
 
+    /// The highest seq among `run`'s entries (an entry without a numeric seq has none).
+    fn top_seq(&self, run: &str) -> Option<u64> {
+        self.journal.get(run)?.iter().filter_map(|e| e.get("seq")?.as_u64()).max()
+    }
+
     /// What is wrong with `read`, in words; `None` when it is exactly the model.
     fn judge(&self, c: &Call, read: &Read) -> Option<String> {
         let run = &c.run_id;
@@ -625,6 +630,36 @@ impl ReadModel {
     }
 }
 
+/// The applied mutations folded into a [`ReadModel`] up to what each call saw (`seen_at`:
+/// the mutations applied by the time it returned). Calls must be asked in `seen_at` order.
+struct SerialWalk<'h> {
+    mutations: Vec<&'h Call>,
+    next: usize,
+    model: ReadModel,
+}
+
+impl<'h> SerialWalk<'h> {
+    fn new(j: &Judged<'h>) -> SerialWalk<'h> {
+        let mut mutations: Vec<&Call> = j.applied.iter().copied().filter(|c| c.applied.is_some()).collect();
+        mutations.sort_by_key(|c| c.applied.as_ref().map_or(usize::MAX, |a| a.order));
+        SerialWalk { mutations, next: 0, model: ReadModel::default() }
+    }
+
+    /// The serial state `c` saw.
+    fn seen_by(&mut self, c: &Call) -> &ReadModel {
+        let seen = c.seen_at.unwrap_or(0);
+        while self
+            .mutations
+            .get(self.next)
+            .is_some_and(|m| m.applied.as_ref().is_some_and(|a| a.order < seen))
+        {
+            self.model.apply(self.mutations[self.next]);
+            self.next += 1;
+        }
+        &self.model
+    }
+}
+
 fn reads_see_serial_history(j: &Judged, out: &mut Vec<Witness>) {
     let mut reads: Vec<&Call> = j
         .history
@@ -636,16 +671,9 @@ fn reads_see_serial_history(j: &Judged, out: &mut Vec<Witness>) {
         return;
     }
     reads.sort_by_key(|c| (c.seen_at, c.id));
-    let mut mutations: Vec<&Call> = j.applied.iter().copied().filter(|c| c.applied.is_some()).collect();
-    mutations.sort_by_key(|c| c.applied.as_ref().map_or(usize::MAX, |a| a.order));
-    let mut model = ReadModel::default();
-    let mut next = 0;
+    let mut walk = SerialWalk::new(j);
     for c in reads {
-        let seen = c.seen_at.unwrap_or(0);
-        while next < mutations.len() && mutations[next].applied.as_ref().is_some_and(|a| a.order < seen) {
-            model.apply(mutations[next]);
-            next += 1;
-        }
+        let model = walk.seen_by(c);
         let Some(read) = &c.read else { continue };
         if let Some(why) = model.judge(c, read) {
             out.push(
@@ -760,9 +788,9 @@ fn refusals_follow_the_contract(j: &Judged, out: &mut Vec<Witness>) {
 }
 
 /// A5 refusals judged against the journal the applied mutations had built when the append
-/// returned (`seen_at`, as for the lease refusals): its run must have held an entry with a
-/// seq at least the refused one's (a stored entry without a seq never blocks; a delete
-/// empties the run's journal). One witness per run. Judged only where the environment
+/// returned (`seen_at`, as for the lease refusals and the reads: the reads' [`SerialWalk`]):
+/// its run must have held an entry with a seq at least the refused one's (a stored entry
+/// without a seq never blocks; a delete empties the run's journal). One witness per run. Judged only where the environment
 /// serializes the store's calls (the simulated one, which also observes its clock): in a
 /// real multi-process run, what was applied by the instant a call returned is known only to
 /// the precision of the merged logs.
@@ -778,24 +806,10 @@ fn order_refusals_follow_the_journal(j: &Judged, out: &mut Vec<Witness>) {
         .filter(|c| matches!(&c.outcome, Outcome::Err { code, .. } if code == "journal_order_violation"))
         .collect();
     refused.sort_by_key(|c| (c.seen_at, c.id));
-    let mut top: BTreeMap<&str, u64> = BTreeMap::new();
     let mut said: std::collections::BTreeSet<&str> = Default::default();
-    let mut applied = j.applied.iter().peekable();
+    let mut walk = SerialWalk::new(j);
     for c in refused {
-        let seen = c.seen_at.unwrap_or(0);
-        while let Some(a) = applied.next_if(|a| a.applied.as_ref().is_some_and(|x| x.order < seen)) {
-            match (a.op, a.args.seq) {
-                (OpKind::Append, Some(s)) => {
-                    let m = top.entry(a.run_id.as_str()).or_insert(s);
-                    *m = (*m).max(s);
-                }
-                (OpKind::Delete, _) => {
-                    top.remove(a.run_id.as_str());
-                }
-                _ => {}
-            }
-        }
-        let stored = top.get(c.run_id.as_str()).copied();
+        let stored = walk.seen_by(c).top_seq(&c.run_id);
         let justified = matches!((c.args.seq, stored), (Some(s), Some(m)) if m >= s);
         if justified || !said.insert(c.run_id.as_str()) {
             continue;
@@ -984,7 +998,9 @@ mod tests {
     fn an_append_refused_as_out_of_order_needs_a_stored_seq_at_least_its_own() {
         // Run r holds seqs 0 and 1 (apply positions 0 and 1); run q holds seq 5.
         let append = |id, run: &str, seq, applied| {
-            let mut c = call(id, OpKind::Append, Args { seq: Some(seq), ..Args::default() }, applied, id);
+            let payload = Some(text(&entry(seq, "agent", "running", json!({}))));
+            let mut c =
+                call(id, OpKind::Append, Args { seq: Some(seq), payload, ..Args::default() }, applied, id);
             c.run_id = run.into();
             c
         };
