@@ -84,6 +84,13 @@ pub struct EngineScenario {
     /// progress settles `cancelled` under the worker's live lease) and a fresh worker takes
     /// over the loop, as a restarted worker process would.
     pub stops: bool,
+    /// Whether node 0 alone runs a queue worker: one long-lived worker process (it never
+    /// stops, and remembers the runs it parked across its sweeps), the other nodes host and
+    /// operate only.
+    pub solo_worker: bool,
+    /// Whether a host retries any run of the workload, not only its own: two processes may
+    /// retry one run at once (two users retrying one job).
+    pub retry_any: bool,
     /// The coverage goals a sweep must meet, each in a share of its seeds.
     pub coverage: &'static [Required],
 }
@@ -121,6 +128,8 @@ pub static QUEUE: EngineScenario = EngineScenario {
     repairs: true,
     host_deletes: true,
     stops: true,
+    solo_worker: false,
+    retry_any: false,
     coverage: &[
         required("busy_met", 200),
         required("crash_after_commit", 30),
@@ -132,6 +141,38 @@ pub static QUEUE: EngineScenario = EngineScenario {
         required("takeover_of_a_silent_holder", 300),
         required("turn_paid_again_in_a_window", 120),
         required("paying_holder_told_superseded", PAYING_QUEUE),
+    ],
+};
+
+/// Shares (per mille) of seeds in which a worker drives a run past a resolution of the
+/// suspension it parked, and in which two retries of one run overlap (measured over seeds
+/// 0..2000: 810 and 73 per mille).
+const PARKER_SOLO: u32 = 600;
+const RACING_SOLO: u32 = 45;
+
+/// rulvar's commonest queue deployment: one worker process, hosts elsewhere.
+pub static QUEUE_SOLO: EngineScenario = EngineScenario {
+    name: "queue-solo",
+    describe: "one long-lived queue worker (it remembers the runs it parked) beside hosts that retry any run (two retries of one run race) and operators, with swarm faults, then a heal",
+    nodes: (2, 4),
+    runs: (3, 7),
+    workflows: &["happy", "limit", "approval", "pipeline", "two-approvals"],
+    tmp_per_mille: 300,
+    retry_per_mille: 250,
+    focus: Focus::Everywhere,
+    key_points: &[],
+    labels: true,
+    repairs: false,
+    host_deletes: true,
+    stops: false,
+    solo_worker: true,
+    retry_any: true,
+    coverage: &[
+        required("run_resumed_by_a_later_segment", 500),
+        required("suspension_resolved", 300),
+        required("takeover_of_a_silent_holder", 150),
+        required("parked_run_resumed_by_its_parker", PARKER_SOLO),
+        required("retries_of_one_run_raced", RACING_SOLO),
     ],
 };
 
@@ -149,6 +190,8 @@ pub static F1_STALE_SETTLE: EngineScenario = EngineScenario {
     repairs: false,
     host_deletes: false,
     stops: false,
+    solo_worker: false,
+    retry_any: false,
     coverage: &[
         required("restarted_process_wrote", 40),
         required("run_resumed_by_a_later_segment", 150),
@@ -173,6 +216,8 @@ pub static F2_STALE_CHECKPOINT: EngineScenario = EngineScenario {
     repairs: false,
     host_deletes: false,
     stops: false,
+    solo_worker: false,
+    retry_any: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 150),
         required("superseded_write_refused", 120),
@@ -196,6 +241,8 @@ pub static F4_STALE_RETENTION: EngineScenario = EngineScenario {
     repairs: false,
     host_deletes: false,
     stops: false,
+    solo_worker: false,
+    retry_any: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 60),
         required("superseded_write_refused", 80),
@@ -226,6 +273,10 @@ pub struct QueueShared {
     pub repairs: bool,
     pub stops: bool,
     pub host_deletes: bool,
+    pub solo_worker: bool,
+    pub retry_any: bool,
+    /// The runs a host's explicit resume is in flight on, and that host's identity.
+    pub retrying: RefCell<BTreeMap<String, String>>,
     /// Host operations (a submission's `run`, a retry's `resume`) and worker sweeps in
     /// flight, per process incarnation: the heal is not over while one may still write (a
     /// host stalled across the heal can create its run after every other run settled; a
@@ -402,6 +453,9 @@ impl Scenario for EngineScenario {
             repairs: self.repairs,
             stops: self.stops,
             host_deletes: self.host_deletes,
+            solo_worker: self.solo_worker,
+            retry_any: self.retry_any,
+            retrying: RefCell::new(BTreeMap::new()),
             pending: RefCell::new(BTreeMap::new()),
             submitting: RefCell::new(BTreeSet::new()),
         })
@@ -575,20 +629,47 @@ async fn node_body(node: NodeCtx) {
             // Whether a host delete takes a lease: a stream of its own (the delete draws stay).
             let mut ur =
                 rng(sh.seed, "host-delete-unleased", u64::from(index) << 32 | u64::from(incarnation));
-            let mine: Vec<RunSpec> = sh
+            // A host retries its own runs, or any run (`retry_any`); it deletes only its own.
+            let mine: Vec<(RunSpec, bool)> = sh
                 .runs
                 .iter()
                 .enumerate()
-                .filter(|(i, _)| *i as u32 % nodes == index)
-                .map(|(_, s)| s.clone())
+                .map(|(i, s)| (s.clone(), i as u32 % nodes == index))
+                .filter(|(_, own)| *own || sh.retry_any)
                 .collect();
+            // With `retry_any`, a stream of its own: how often this host looks for another
+            // host's retry in flight, and whether it joins it.
+            let mut jr = rng(sh.seed, "host-join", u64::from(index) << 32 | u64::from(incarnation));
+            let owner = sink.owner.clone();
             while !sh.stop.get() && !sh.heal.get() && !mine.is_empty() {
-                madsim::time::sleep(Duration::from_millis(r.between(100, 400))).await;
-                if !r.chance(sh.retry_per_mille) {
-                    continue;
-                }
-                let spec = &mine[r.between(0, mine.len() as u64 - 1) as usize];
-                if sh.labels && lr.chance(500) {
+                // Another host's retry in flight, joined as a user retrying from a stale
+                // page would: no status check, the two resumes race.
+                let joined = if sh.retry_any {
+                    madsim::time::sleep(Duration::from_millis(jr.between(10, 60))).await;
+                    let other =
+                        sh.retrying.borrow().iter().find(|(_, o)| **o != owner).map(|(r, _)| r.clone());
+                    other
+                        .filter(|_| jr.chance(500))
+                        .and_then(|run| mine.iter().find(|(s, _)| s.run_id == run))
+                } else {
+                    None
+                };
+                let (spec, own) = match joined {
+                    Some(j) => j,
+                    None => {
+                        if sh.retry_any && !jr.chance(250) {
+                            continue;
+                        }
+                        madsim::time::sleep(Duration::from_millis(r.between(100, 400))).await;
+                        if !r.chance(sh.retry_per_mille) {
+                            continue;
+                        }
+                        &mine[r.between(0, mine.len() as u64 - 1) as usize]
+                    }
+                };
+                if joined.is_some() {
+                    // A joined retry reads nothing first.
+                } else if sh.labels && *own && lr.chance(500) {
                     // By listing: this host's terminal runs that still carry its tag (a
                     // resumed run dropped its tags, and is retried only by the lookup below).
                     let filter = RunFilter {
@@ -614,13 +695,16 @@ async fn node_body(node: NodeCtx) {
                     continue;
                 }
                 if sh.host_deletes
-                    && sh.submitting.borrow().contains(&(index, incarnation, spec.run_id.clone()))
+                    && sh.submitting.borrow().iter().any(|(n, i, run)| {
+                        *run == spec.run_id && ((*n, *i) == (index, incarnation) || sh.retry_any)
+                    })
                 {
                     // Its first segment is still running here (the meta went terminal under
-                    // a worker that took the run over): the host acts once its handle resolves.
+                    // a worker that took the run over): the host acts once its handle
+                    // resolves (with `retry_any`, once its submitting host's handle has).
                     continue;
                 }
-                if sh.host_deletes && dr.chance(HOST_DELETE_PER_MILLE) {
+                if sh.host_deletes && *own && joined.is_none() && dr.chance(HOST_DELETE_PER_MILLE) {
                     // The user deletes the finished run instead (it may be retried later,
                     // which recreates it).
                     sh.host_op(index, incarnation, 1);
@@ -634,7 +718,9 @@ async fn node_body(node: NodeCtx) {
                 }
                 sink.fact(FactKind::Resumed { run_id: spec.run_id.clone() });
                 sh.host_op(index, incarnation, 1);
+                sh.retrying.borrow_mut().insert(spec.run_id.clone(), owner.clone());
                 let r = engine.resume(&spec.run_id, &spec.workflow, None).await;
+                sh.retrying.borrow_mut().remove(&spec.run_id);
                 sh.host_op(index, incarnation, -1);
                 if !sink.settled(&spec.run_id, "retry", &r) {
                     return;
@@ -722,12 +808,19 @@ async fn worker_loop(
     let mut cr = rng(sh.seed, "census", u64::from(index) << 32 | u64::from(incarnation));
     let mut sr = rng(sh.seed, "worker-stop", u64::from(index) << 32 | u64::from(incarnation));
     let mut worker = new_worker();
+    // With a solo worker, only node 0 sweeps; the others keep their operator duties.
+    let sweeps = !sh.solo_worker || index == 0;
     while !sh.stop.get() {
         let stop_after_ms =
             (sh.stops && !sh.heal.get() && sr.chance(STOP_PER_MILLE)).then(|| sr.between(5, 150));
-        sh.host_op(index, incarnation, 1);
-        let swept = sweep_maybe_stopped(&worker, stop_after_ms).await;
-        sh.host_op(index, incarnation, -1);
+        let swept = if sweeps {
+            sh.host_op(index, incarnation, 1);
+            let swept = sweep_maybe_stopped(&worker, stop_after_ms).await;
+            sh.host_op(index, incarnation, -1);
+            swept
+        } else {
+            Ok(store::engine::SweepReport::default())
+        };
         match swept {
             Ok(report) => {
                 for (run_id, outcome) in &report.driven {

@@ -18,6 +18,7 @@ pub fn catalog() -> Vec<&'static dyn Scenario> {
         &tombstone::TOMBSTONE,
         &killpoints::KILL_POINTS,
         &engine::QUEUE,
+        &engine::QUEUE_SOLO,
         &engine::F1_STALE_SETTLE,
         &engine::F2_STALE_CHECKPOINT,
         &engine::F4_STALE_RETENTION,

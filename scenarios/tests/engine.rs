@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-use scenarios::engine::{F1_STALE_SETTLE, F2_STALE_CHECKPOINT, F4_STALE_RETENTION, QUEUE};
+use scenarios::engine::{F1_STALE_SETTLE, F2_STALE_CHECKPOINT, F4_STALE_RETENTION, QUEUE, QUEUE_SOLO};
 use scenarios::killpoints::{KILL_POINTS, ROWS};
 use sim::runner::execute;
 use store::ProfileName;
@@ -38,6 +38,7 @@ fn kill_point_table_fails_without_a_journaled_settle() {
 #[test]
 fn engine_scenarios_are_clean_under_current() {
     assert_clean(&QUEUE, 0..40);
+    assert_clean(&QUEUE_SOLO, 0..40);
     assert_clean(&F1_STALE_SETTLE, 0..30);
     assert_clean(&F2_STALE_CHECKPOINT, 0..30);
     assert_clean(&F4_STALE_RETENTION, 0..30);
@@ -57,6 +58,40 @@ fn queue_seeds_of_the_resume_race_are_clean() {
         let out = execute(&QUEUE, ProfileName::Current, seed, None, None).expect("run");
         assert!(out.violations.is_empty(), "queue current seed {seed}: {:?}", out.violations);
     }
+}
+
+/// A `queue-solo` seed that failed `all_runs_settle_after_heal` before the worker parked a
+/// run at the length its segment left the journal: the segment's lease expired after its
+/// suspended meta write, an operator resolved the suspension, and the worker's load after
+/// the drive already held the resolution, so it skipped the run forever.
+#[test]
+fn a_resolution_that_lands_after_a_suspended_settle_is_not_parked_over() {
+    let out = execute(&QUEUE_SOLO, ProfileName::Current, 213, None, None).expect("run");
+    assert!(out.violations.is_empty(), "queue-solo current seed 213: {:?}", out.violations);
+    assert!(
+        out.report.goals.iter().any(|g| g == "parked_run_resumed_by_its_parker"),
+        "{:?}",
+        out.report.goals
+    );
+}
+
+/// `queue-solo`'s two workload goals are its own: one worker remembers what it parked and
+/// hosts race retries of one run; `queue`'s hosts retry only their own runs.
+#[test]
+fn only_the_solo_queue_races_retries_of_one_run() {
+    let goals = |s: &'static scenarios::engine::EngineScenario| -> Vec<String> {
+        (0..24)
+            .flat_map(|seed| execute(s, ProfileName::Current, seed, None, None).expect("run").report.goals)
+            .collect()
+    };
+    let solo = goals(&QUEUE_SOLO);
+    assert!(
+        solo.iter().any(|g| g == "retries_of_one_run_raced"),
+        "24 queue-solo seeds never raced two retries"
+    );
+    assert!(solo.iter().filter(|g| *g == "parked_run_resumed_by_its_parker").count() >= 12);
+    let queue = goals(&QUEUE);
+    assert!(!queue.iter().any(|g| g == "retries_of_one_run_raced"), "queue hosts retry only their own runs");
 }
 
 #[test]

@@ -73,6 +73,16 @@ pub const GOALS: &[Goal] = &[
         claim: "A segment settled a run cancelled and its terminal meta write took effect (a cancel under a live lease: a worker stop, or a renew that failed while the lease was still valid).",
         check: run_settled_cancelled,
     },
+    Goal {
+        name: "parked_run_resumed_by_its_parker",
+        claim: "An owner that last left a run suspended wrote its meta again after a resolution of that suspension landed (a worker that remembered parking the run let it through).",
+        check: parked_run_resumed_by_its_parker,
+    },
+    Goal {
+        name: "retries_of_one_run_raced",
+        claim: "Two identities' explicit resumes of one run were in flight at once (the later one began before the earlier one returned).",
+        check: retries_of_one_run_raced,
+    },
 ];
 
 /// The goals one run met.
@@ -173,4 +183,63 @@ fn paying_holder_told_superseded(j: &Judged) -> bool {
 
 fn run_settled_cancelled(j: &Judged) -> bool {
     applied_metas(j).any(|m| m.status == Status::Cancelled)
+}
+
+fn parked_run_resumed_by_its_parker(j: &Judged) -> bool {
+    // Per run: the owner whose meta write last left it suspended, and whether a resolution
+    // landed after that write.
+    let mut parked: BTreeMap<&str, (&str, bool)> = BTreeMap::new();
+    for c in &j.applied {
+        let Some(owner) = c.lease.as_ref().map(|l| l.owner.as_str()) else { continue };
+        let payload = c.args.payload.as_deref();
+        match c.op {
+            OpKind::Append => {
+                if payload.and_then(EntryView::parse).is_some_and(|e| e.kind == "resolution") {
+                    if let Some(p) = parked.get_mut(c.run_id.as_str()) {
+                        p.1 = true;
+                    }
+                }
+            }
+            OpKind::PutMeta => {
+                let Some(m) = payload.and_then(MetaView::parse) else { continue };
+                if m.status == Status::Suspended {
+                    parked.insert(c.run_id.as_str(), (owner, false));
+                } else if parked.remove(c.run_id.as_str()).is_some_and(|(o, resolved)| resolved && o == owner)
+                {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
+fn retries_of_one_run_raced(j: &Judged) -> bool {
+    let mut facts: Vec<_> = j.history.facts.iter().collect();
+    facts.sort_by_key(|f| f.at_ns);
+    // Per (run, owner): when its explicit resume began, until its settle or failure (a
+    // resume its process died in never ends, and races nothing).
+    let mut open: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+    let mut began: Vec<(&str, &str, u64)> = Vec::new();
+    for f in facts {
+        match &f.kind {
+            FactKind::Resumed { run_id } => {
+                open.insert((run_id.as_str(), f.owner.as_str()), f.at_ns);
+                began.push((run_id.as_str(), f.owner.as_str(), f.at_ns));
+            }
+            FactKind::Settled { run_id, .. } | FactKind::Failed { run_id, .. } => {
+                if let Some(start) = open.remove(&(run_id.as_str(), f.owner.as_str())) {
+                    let raced = began.iter().any(|&(r, o, t)| {
+                        r == run_id.as_str() && o != f.owner.as_str() && t >= start && t < f.at_ns
+                    });
+                    if raced {
+                        return true;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    false
 }

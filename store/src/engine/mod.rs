@@ -55,6 +55,10 @@ pub struct Outcome {
     pub value: Option<Value>,
     /// This segment's number: `segments` as written to meta (k + 1).
     pub segment: u64,
+    /// The journal's length as this segment left it: the entries it loaded plus the ones it
+    /// appended. A worker parks a suspended run only if the journal still has this length
+    /// when it looks again (an entry that landed since, a resolution, is new work).
+    pub journal_len: usize,
 }
 
 /// rulvar's `RunOptions`, as far as the store sees them: the `name` and `tags` a fresh run

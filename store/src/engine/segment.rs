@@ -651,6 +651,7 @@ where
             Err(_) => {}
         }
         fault_at(env, FaultPoint::EngineSettleAfterMeta, seg.run_id, Some(&seg.lease)).await?;
-        Ok(Outcome { status, value, segment: seg.segment_no })
+        let journal_len = seg.prior.len() + seg.appended.borrow().len();
+        Ok(Outcome { status, value, segment: seg.segment_no, journal_len })
     }
 }

@@ -4,7 +4,9 @@
 //! Promises: the worker acquires before it loads, and re-reads the run's meta under the lease
 //! (a run deleted since the listing is refused, never booted again); a held lease is skipped (never raced); a
 //! suspended run whose journal length and genesis are unchanged since this worker parked it
-//! is released and skipped; while a drive runs, the worker renews every `max(1, ttl/3)` ms
+//! is released and skipped, and a run is parked only at the length its segment left the
+//! journal (a resolution that landed after the settle, its lease lost, is new work; rulvar's
+//! worker records the length it loads after the drive, and skips such a run forever); while a drive runs, the worker renews every `max(1, ttl/3)` ms
 //! and cancels the segment on the first renew failure; the lease is released quietly after.
 //! Retention acquires a brief lease and deletes the run with its blobs; the lease is passed
 //! to the deletes only under `EngineThreading::All` (rulvar <= v1.44.1 acquired but did not
@@ -221,12 +223,18 @@ where
                 Err(e @ EngineError::Crashed { .. }) => return Err(e),
                 Ok(outcome) => {
                     if outcome.status == RunStatus::Suspended {
+                        // Parked only if nothing landed since the segment left the journal:
+                        // a resolution appended after its settle (its lease lost, the
+                        // resolver's acquired) is new work, not something this worker saw.
                         let len = journal.load(&run_id).await.map_err(EngineError::store);
                         match len {
-                            Ok(entries) => {
+                            Ok(entries) if entries.len() == outcome.journal_len => {
                                 self.parked
                                     .borrow_mut()
                                     .insert(run_id.clone(), (entries.len(), meta.genesis.clone()));
+                            }
+                            Ok(_) => {
+                                self.parked.borrow_mut().remove(&run_id);
                             }
                             Err(e @ EngineError::Crashed { .. }) => return Err(e),
                             Err(_) => {}
