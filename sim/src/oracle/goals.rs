@@ -193,11 +193,9 @@ fn parked_run_resumed_by_its_parker(j: &Judged) -> bool {
         let Some(owner) = c.lease.as_ref().map(|l| l.owner.as_str()) else { continue };
         let payload = c.args.payload.as_deref();
         match c.op {
-            OpKind::Append => {
-                if payload.and_then(EntryView::parse).is_some_and(|e| e.kind == "resolution") {
-                    if let Some(p) = parked.get_mut(c.run_id.as_str()) {
-                        p.1 = true;
-                    }
+            OpKind::Append if payload.and_then(EntryView::parse).is_some_and(|e| e.kind == "resolution") => {
+                if let Some(p) = parked.get_mut(c.run_id.as_str()) {
+                    p.1 = true;
                 }
             }
             OpKind::PutMeta => {
