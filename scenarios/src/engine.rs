@@ -1,11 +1,14 @@
 //! The engine scenarios: queue workers, hosts and operators driving runs through the engine
 //! model over the shared SQLite file, with swarm faults at every store and engine point.
 //!
-//! `queue` is the generic one: several nodes, each a host (starts its share of the runs and
+//! `queue` is a generic one: several nodes, each a host (starts its share of the runs and
 //! now and then explicitly resumes one of its terminal runs, a user's retry), a queue
 //! worker (sweep, drive under a renewed lease, retention of `tmp-` runs) and an operator
 //! (answers open suspensions offline, prunes spent checkpoints of `ok` runs). A safety phase with faults, then the heal: faults
 //! off, every node restarted, every suspension answered, until every run is terminal.
+//! `queue-solo` is the other generic one, rulvar's one-worker deployment: node 0 alone runs
+//! a worker, never stopped (it keeps its cache of parked runs), with no audit repair, and
+//! hosts that retry any run and now and then join another host's retry in flight.
 //! The targeted variants (`f1-stale-settle`, `f2-stale-checkpoint`, `f4-stale-retention`)
 //! keep the same actors and put their faults around one window, with swarm variation.
 //!
@@ -275,7 +278,10 @@ pub struct QueueShared {
     pub host_deletes: bool,
     pub solo_worker: bool,
     pub retry_any: bool,
-    /// The runs a host's explicit resume is in flight on, and that host's identity.
+    /// The runs a host's explicit resume is in flight on, and that host's identity: a hint
+    /// for `retry_any` hosts to join (a second resume of a run replaces its entry, the first
+    /// to return removes it, and a host that died mid-resume leaves its entry behind, so a
+    /// join may find no resume in flight; it is then a plain retry with no status check).
     pub retrying: RefCell<BTreeMap<String, String>>,
     /// Host operations (a submission's `run`, a retry's `resume`) and worker sweeps in
     /// flight, per process incarnation: the heal is not over while one may still write (a
