@@ -241,3 +241,82 @@ fn retries_of_one_run_raced(j: &Judged) -> bool {
     }
     false
 }
+
+#[cfg(test)]
+mod tests {
+    use store::RunStatus;
+
+    use crate::history::FactKind;
+    use crate::oracle::model::Judged;
+    use crate::oracle::testkit::engine::*;
+    use crate::oracle::Expect;
+
+    fn met(h: &HistoryBuilder, goal: &str) -> bool {
+        super::met(&Judged::build(&h.h, &h.fin, Expect::default())).contains(&goal)
+    }
+
+    /// Run `r` suspended by `worker`, then (when `resolved`) resolved by an operator, then
+    /// booted again by `resumer`.
+    fn parked(resolved: bool, resumer: &str) -> HistoryBuilder {
+        let mut h = HistoryBuilder::engine_run();
+        let w = h.acquire(0, "worker", "r", 1);
+        h.meta(0, Some(&w), "r", RunStatus::Suspended, 1);
+        let op = h.acquire(1, "operator", "r", 2);
+        if resolved {
+            h.append(1, &op, "r", op_entry(3, "resolution", "await:k", "ok", Some(2)));
+        }
+        let again = h.acquire(0, resumer, "r", 3);
+        h.meta(0, Some(&again), "r", RunStatus::Running, 2);
+        h
+    }
+
+    #[test]
+    fn a_parked_run_counts_as_resumed_by_its_parker_only_past_a_resolution_and_by_that_owner() {
+        assert!(met(&parked(true, "worker"), "parked_run_resumed_by_its_parker"));
+        assert!(!met(&parked(false, "worker"), "parked_run_resumed_by_its_parker"), "no resolution landed");
+        assert!(!met(&parked(true, "other"), "parked_run_resumed_by_its_parker"), "another owner resumed it");
+    }
+
+    fn retry(h: &mut HistoryBuilder, at_ms: i64, owner: &str, kind: FactKind) {
+        h.now_ms = at_ms;
+        h.fact(0, owner, kind);
+    }
+
+    fn resumed() -> FactKind {
+        FactKind::Resumed { run_id: "r".into() }
+    }
+
+    fn ended() -> FactKind {
+        FactKind::Failed { run_id: "r".into(), what: "retry".into(), error: "lease held".into() }
+    }
+
+    #[test]
+    fn retries_race_only_when_one_begins_before_the_other_returns() {
+        let mut raced = HistoryBuilder::engine_run();
+        retry(&mut raced, 10, "host-a", resumed());
+        retry(&mut raced, 11, "host-b", resumed());
+        retry(&mut raced, 12, "host-a", ended());
+        assert!(met(&raced, "retries_of_one_run_raced"));
+
+        let mut one_after_the_other = HistoryBuilder::engine_run();
+        retry(&mut one_after_the_other, 10, "host-a", resumed());
+        retry(&mut one_after_the_other, 11, "host-a", ended());
+        retry(&mut one_after_the_other, 12, "host-b", resumed());
+        retry(&mut one_after_the_other, 13, "host-b", ended());
+        assert!(!met(&one_after_the_other, "retries_of_one_run_raced"));
+
+        // host-a's process died in its resume: it never returned, so it raced nothing.
+        let mut died = HistoryBuilder::engine_run();
+        retry(&mut died, 10, "host-a", resumed());
+        retry(&mut died, 11, "host-b", resumed());
+        retry(&mut died, 12, "host-b", ended());
+        assert!(!met(&died, "retries_of_one_run_raced"));
+
+        // One owner's own retries never race each other.
+        let mut same = HistoryBuilder::engine_run();
+        retry(&mut same, 10, "host-a", resumed());
+        retry(&mut same, 11, "host-a", resumed());
+        retry(&mut same, 12, "host-a", ended());
+        assert!(!met(&same, "retries_of_one_run_raced"));
+    }
+}
