@@ -153,20 +153,15 @@ pub static QUEUE: EngineScenario = EngineScenario {
 const PARKER_SOLO: u32 = 600;
 const RACING_SOLO: u32 = 45;
 
-/// rulvar's commonest queue deployment: one worker process, hosts elsewhere.
+/// rulvar's commonest queue deployment: one worker process, hosts elsewhere. The queue's
+/// workload (nodes, runs, workflows, `tmp-` share, labels, host deletes, faults everywhere);
+/// what differs is written out.
 pub static QUEUE_SOLO: EngineScenario = EngineScenario {
     name: "queue-solo",
     describe: "one long-lived queue worker (it remembers the runs it parked) beside hosts that retry any run (two retries of one run race) and operators, with swarm faults, then a heal",
-    nodes: (2, 4),
-    runs: (3, 7),
-    workflows: &["happy", "limit", "approval", "pipeline", "two-approvals"],
-    tmp_per_mille: 300,
     retry_per_mille: 250,
-    focus: Focus::Everywhere,
     key_points: &[],
-    labels: true,
     repairs: false,
-    host_deletes: true,
     stops: false,
     solo_worker: true,
     retry_any: true,
@@ -177,6 +172,7 @@ pub static QUEUE_SOLO: EngineScenario = EngineScenario {
         required("parked_run_resumed_by_its_parker", PARKER_SOLO),
         required("retries_of_one_run_raced", RACING_SOLO),
     ],
+    ..QUEUE
 };
 
 pub static F1_STALE_SETTLE: EngineScenario = EngineScenario {
