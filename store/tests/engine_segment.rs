@@ -79,8 +79,10 @@ fn fresh_run_writes_segments_one_and_resume_bumps_it() {
         assert_eq!(meta.workflow_name.as_deref(), Some("happy"));
         assert_eq!(meta.updated_at.as_deref(), Some("2023-11-14T22:13:20.000Z"));
         let before = store.load("RUN").await.unwrap();
-        assert_eq!(before.len(), 5); // 2 pairs + settle
-                                     // A pure replay: zero calls, no append, meta rewritten with segments 2.
+        // Two dispatch pairs, one billing receipt each, and the settle.
+        assert_eq!(before.len(), 7);
+        assert_eq!(receipts(&before), ["pc:0:0", "pc:3:0"]);
+        // A pure replay: zero calls, no append, meta rewritten with segments 2.
         let out = engine.resume("RUN", &Workflow::happy(), None).await.unwrap();
         assert_eq!((out.status, out.segment), (RunStatus::Ok, 2));
         assert_eq!(world.paid(), 2);
@@ -324,8 +326,9 @@ fn suspension_parks_the_run_and_an_offline_resolution_lets_it_finish() {
         let out = engine.run("RUN", &wf).await.unwrap();
         assert_eq!((out.status, out.value), (RunStatus::Suspended, None));
         let parked = store.load("RUN").await.unwrap();
-        assert_eq!(parked[2].kind, "external");
-        assert_eq!(parked[2].status, "suspended");
+        // running, receipt, terminal, then the suspension.
+        assert_eq!(parked[3].kind, "external");
+        assert_eq!(parked[3].status, "suspended");
         assert_eq!(settles(&parked), [("suspended".to_string(), 1)]);
         assert_eq!(store.get_meta("RUN").await.unwrap().unwrap().status, RunStatus::Suspended);
         // Parked again by pure replay: nothing appended, nothing paid.
@@ -344,7 +347,7 @@ fn suspension_parks_the_run_and_an_offline_resolution_lets_it_finish() {
         engine.resolve_offline("RUN", "go", json!("yes")).await.unwrap();
         let entries = store.load("RUN").await.unwrap();
         let res = entries.last().unwrap();
-        assert_eq!((res.kind.as_str(), res.ref_seq), ("resolution", Some(parked[2].seq)));
+        assert_eq!((res.kind.as_str(), res.ref_seq), ("resolution", Some(parked[3].seq)));
         assert_eq!(store.get_meta("RUN").await.unwrap().unwrap().status, RunStatus::Suspended);
         let out = engine.resume("RUN", &wf, None).await.unwrap();
         assert_eq!(out.status, RunStatus::Ok);
@@ -372,11 +375,12 @@ fn prune_deletes_unreferenced_ok_checkpoints_and_delete_run_removes_everything()
         let out = engine.run("RUN", &wf).await.unwrap();
         assert_eq!(out.value, Some(json!({"a": "a:1", "b": "limit"})));
         let entries = store.load("RUN").await.unwrap();
-        assert_eq!(entries[1].extra.get("checkpointRef"), Some(&json!("RUN/ckpt/0")));
-        assert_eq!(blobs.list("RUN").await.unwrap(), ["RUN/ckpt/0", "RUN/ckpt/2"]);
+        let first = entries.iter().find(|e| e.kind == "agent" && e.status == "ok").unwrap();
+        assert_eq!(first.extra.get("checkpointRef"), Some(&json!("RUN/ckpt/0")));
+        assert_eq!(blobs.list("RUN").await.unwrap(), ["RUN/ckpt/0", "RUN/ckpt/4"]);
         // Only the ok terminal's checkpoint is a candidate; the limit one is kept.
         assert_eq!(engine.prune_run("RUN", None).await.unwrap(), 1);
-        assert_eq!(blobs.list("RUN").await.unwrap(), ["RUN/ckpt/2"]);
+        assert_eq!(blobs.list("RUN").await.unwrap(), ["RUN/ckpt/4"]);
         assert_eq!(store.load("RUN").await.unwrap(), entries);
         engine.delete_run("RUN", None).await.unwrap();
         assert!(blobs.list("RUN").await.unwrap().is_empty());
@@ -466,8 +470,9 @@ fn threading(profile: ProfileName) -> Writes {
 fn append_only_threading_leases_appends_only() {
     let (metas, appends, puts) = threading(ProfileName::V1_44_1);
     assert_eq!(metas, [(RunStatus::Running, false), (RunStatus::Ok, false)]);
-    // No journaled settle before v1.47: running + limit terminal only, both leased.
-    assert_eq!(appends.len(), 2);
+    // No journaled settle before v1.47: running, three receipts and the limit terminal, all
+    // leased.
+    assert_eq!(appends.len(), 5);
     assert!(appends.iter().all(|a| a.2));
     assert_eq!(puts, [("RUN/ckpt/0".to_string(), false), ("RUN/ckpt/0".to_string(), false)]);
 }
@@ -477,7 +482,17 @@ fn full_threading_leases_every_segment_write() {
     let (metas, appends, puts) = threading(ProfileName::Current);
     assert_eq!(metas, [(RunStatus::Running, true), (RunStatus::Ok, true)]);
     let kinds: Vec<(&str, &str)> = appends.iter().map(|a| (a.0.as_str(), a.1.as_str())).collect();
-    assert_eq!(kinds, [("agent", "running"), ("agent", "limit"), ("decision", "ok")]);
+    assert_eq!(
+        kinds,
+        [
+            ("agent", "running"),
+            ("decision", "ok"),
+            ("decision", "ok"),
+            ("decision", "ok"),
+            ("agent", "limit"),
+            ("decision", "ok")
+        ]
+    );
     assert!(appends.iter().all(|a| a.2));
     assert_eq!(puts, [("RUN/ckpt/0".to_string(), true), ("RUN/ckpt/0".to_string(), true)]);
 }
@@ -567,9 +582,10 @@ fn a_rejected_checkpoint_save_fails_the_dispatch_and_leaves_it_dangling() {
         let shape: Vec<(&str, &str)> = entries.iter().map(|e| (e.kind.as_str(), e.status.as_str())).collect();
         assert_eq!(
             shape,
-            [("agent", "running"), ("decision", "ok")],
-            "no terminal: the running entry dangles"
+            [("agent", "running"), ("decision", "ok"), ("decision", "ok"), ("decision", "ok")],
+            "no terminal: the running entry dangles (two receipts, then the settle)"
         );
+        assert_eq!(receipts(&entries), ["pc:0:0", "pc:0:1"]);
         assert_eq!(settles(&entries), [("error".to_string(), 1)]);
         assert_eq!(audit_run(&store, "RUN").await.unwrap().verdict, Verdict::Consistent);
         // An explicit resume redispatches from the turn-1 checkpoint.
@@ -580,7 +596,53 @@ fn a_rejected_checkpoint_save_fails_the_dispatch_and_leaves_it_dangling() {
         assert_eq!(out.value, Some(json!({"agentStatus": "limit"})));
         assert_eq!((world.paid(), world.tools()), (2, 1));
         let entries = store.load("RUN").await.unwrap();
-        assert_eq!(entries[2].ref_seq, Some(entries[0].seq));
+        let terminal = entries.iter().find(|e| e.kind == "agent" && e.status != "running").unwrap();
+        assert_eq!(terminal.ref_seq, Some(entries[0].seq));
+        assert_eq!(receipts(&entries), ["pc:0:0", "pc:0:1", "pc:0:1", "pc:0:2"]);
         assert_eq!(settles(&entries), [("error".to_string(), 1), ("ok".to_string(), 2)]);
+    });
+}
+
+/// rulvar's billing receipt is fire-and-forget: a refused one is logged at the call site and
+/// the loop goes on, but the Replayer has consumed its seq and latched the loss. So the
+/// journal keeps a seq gap, the segment's later appends land past it, the latch turns the
+/// would-be suspension into `error`, and everything after reads seqs as max + 1, not as the
+/// journal's length.
+#[test]
+fn a_refused_receipt_is_swallowed_but_latched_and_leaves_a_seq_gap() {
+    let (_clock, env, store, blobs) = memory();
+    block_on(async {
+        let journal = KillStore::passthrough(store.clone());
+        *journal.state.fail_receipt.borrow_mut() = Some(StoreError::Busy { code: 5, during: "append" });
+        let world = TestEffects::new();
+        let engine = Engine::new(journal, blobs, world.clone(), env, Profile::current(), "me");
+        let wf = Workflow::approval("go");
+        let out = engine.run("RUN", &wf).await.unwrap();
+        assert_eq!(out.status, RunStatus::Error, "the latch turns the suspension into error");
+        assert_eq!(world.paid(), 1, "the loop went on past the refused receipt");
+        let entries = store.load("RUN").await.unwrap();
+        let shape: Vec<(u64, &str, &str)> =
+            entries.iter().map(|e| (e.seq.0, e.kind.as_str(), e.status.as_str())).collect();
+        assert_eq!(
+            shape,
+            [
+                (0, "agent", "running"),
+                (2, "agent", "ok"),
+                (3, "external", "suspended"),
+                (4, "decision", "ok")
+            ],
+            "seq 1 was the refused receipt's"
+        );
+        assert!(!contiguous(&entries));
+        assert_eq!(settles(&entries), [("error".to_string(), 1)]);
+        // The suspension is open: a resolution takes max seq + 1 and lands.
+        engine.resolve_offline("RUN", "go", json!("yes")).await.unwrap();
+        let entries = store.load("RUN").await.unwrap();
+        let res = entries.last().unwrap();
+        assert_eq!((res.seq.0, res.kind.as_str(), res.ref_seq), (5, "resolution", Some(store::Seq(3))));
+        let out = engine.resume("RUN", &wf, None).await.unwrap();
+        assert_eq!(out.status, RunStatus::Ok);
+        assert_eq!(out.value, Some(json!({"draft": "draft:0", "go": "yes", "publish": "publish:0"})));
+        assert_eq!(world.paid(), 2, "the draft replays for free");
     });
 }

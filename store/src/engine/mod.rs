@@ -46,6 +46,8 @@ pub const DEFAULT_LEASE_TTL_MS: u64 = 60_000;
 
 /// The decision type of the journaled run settle.
 pub const RUN_SETTLE_DECISION_TYPE: &str = "run_settle";
+/// The `decisionType` of the billing receipt journaled after each paid provider call.
+pub const PROVIDER_CALL_DECISION_TYPE: &str = "provider-call";
 
 /// The result of one settled segment.
 #[derive(Clone, Debug, PartialEq)]

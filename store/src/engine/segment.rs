@@ -7,11 +7,13 @@
 //! renew failure cancels the body and the segment settles `cancelled`; (3) the boot
 //! `put_meta(running, segments = k+1)` precedes every paid call, and its refusal fails the
 //! segment with zero paid calls; (4) dispatches are two-phase (`running`, paid work,
-//! terminal with `ref`), completed pairs replay for free, a dangling `running` entry
+//! terminal with `ref`, a billing receipt after each paid call whose refusal is swallowed
+//! but latched), completed pairs replay for free, a dangling `running` entry
 //! redispatches under its own seq from its checkpoint, a non-replayable terminal reruns
 //! under a new seq (`limit` replays once the loaded journal's last settle is `ok`); (5) the
 //! settle follows the write-on-change rule and the profile's failure policy; (6) a crash
-//! stops everything at once.
+//! stops everything at once; (7) a cancel lets a journal append in flight finish and be
+//! recorded, and nothing after it runs.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
@@ -26,7 +28,7 @@ use serde_json::{json, Map, Value};
 
 use super::{
     fault_at, iso_time, last_run_settle, release_quietly, Effects, Engine, EngineError, Op, Outcome,
-    PaidCall, SettleStage, ToolCall, Workflow, RUN_SETTLE_DECISION_TYPE,
+    PaidCall, SettleStage, ToolCall, Workflow, PROVIDER_CALL_DECISION_TYPE, RUN_SETTLE_DECISION_TYPE,
 };
 use crate::env::LocalFuture;
 use crate::error::StoreError;
@@ -105,6 +107,8 @@ struct Seg<'a> {
     latch: Cell<bool>,
     /// Journal appends in flight (0 or 1): a cancel waits for one to return.
     appending: Cell<u32>,
+    /// A cancel arrived: an append in flight is recorded, then the body goes no further.
+    cancelling: Cell<bool>,
     /// The loaded journal's last settle is `ok` (limit terminals then replay).
     settled_ok: bool,
     segment_no: u64,
@@ -265,6 +269,7 @@ where
             inflight: RefCell::new(None),
             latch: Cell::new(false),
             appending: Cell::new(0),
+            cancelling: Cell::new(false),
             segment_no: segments_before + 1,
             genesis,
             carried,
@@ -303,7 +308,9 @@ where
                 // Cancel: the body stops at its next await outside a journal write. rulvar
                 // aborts live agent calls, but a journal append in flight completes and is
                 // recorded; dropping it mid-call would lose an entry that committed (and the
-                // settle would then skip its `run_settle` over that entry).
+                // settle would then skip its `run_settle` over that entry). The append parks
+                // the body once it returns, so nothing after it (a tool, a paid call) runs.
+                seg.cancelling.set(true);
                 let finished = futures::future::poll_fn(|cx| {
                     if seg.appending.get() == 0 {
                         return Poll::Ready(None);
@@ -316,6 +323,7 @@ where
                 })
                 .await;
                 drop(body);
+                seg.cancelling.set(false);
                 if let Some(Err(e @ EngineError::Crashed { .. })) = finished {
                     return Err(e);
                 }
@@ -406,7 +414,7 @@ where
         seg.appending.set(seg.appending.get() + 1);
         let appended = self.journal.append(seg.run_id, &entry, Some(&seg.lease)).await;
         seg.appending.set(seg.appending.get() - 1);
-        match appended {
+        let result = match appended {
             Ok(()) => {
                 seg.appended.borrow_mut().push(entry);
                 Ok(seq)
@@ -415,6 +423,30 @@ where
                 seg.latch.set(true);
                 Err(EngineError::store(e))
             }
+        };
+        if seg.cancelling.get() && !matches!(result, Err(EngineError::Crashed { .. })) {
+            // Cancelled while this append was in flight: its entry is recorded (or its failure
+            // latched) and the body stops here. Without this, a caller that swallows the
+            // failure, or one whose next step completes at once, would run on past the cancel.
+            futures::future::pending::<()>().await;
+        }
+        result
+    }
+
+    /// rulvar's incremental billing row after each wire call (RV2008): a `provider-call`
+    /// decision keyed `pc:<running seq>:<turn>`. A refusal is swallowed here, as rulvar's call
+    /// site does, but [`Self::append`] has already consumed its seq and latched it, so the
+    /// segment goes on appending over a seq gap and its settle turns `ok` into `error`. This
+    /// is the awaited receipt posture; rulvar's default fires and forgets through the same
+    /// serialized queue, so the entries and seqs are the same and only the timing differs.
+    /// A crash is not swallowed: the process is dead.
+    async fn receipt(&self, seg: &Seg<'_>, rseq: Seq, turn: u32) -> Result<(), EngineError> {
+        let value = json!({ "decisionType": PROVIDER_CALL_DECISION_TYPE, "agentRef": rseq.0 });
+        let mut entry = JournalEntry::new(0, "decision", "ok", value);
+        entry.key = format!("pc:{}:{turn}", rseq.0);
+        match self.append(seg, entry).await {
+            Err(e @ EngineError::Crashed { .. }) => Err(e),
+            Ok(_) | Err(_) => Ok(()),
         }
     }
 
@@ -540,6 +572,7 @@ where
                 PaidCall { run_id: seg.run_id.to_string(), op: name.to_string(), dispatch: rseq, turn };
             let reply = self.effects.provider_call(&call).await;
             fault_at(env, FaultPoint::EngineDispatchAfterProvider, seg.run_id, Some(&seg.lease)).await?;
+            self.receipt(seg, rseq, turn).await?;
             state.turns += 1;
             if turn >= tool_turns {
                 return Ok(("ok", reply, saved));

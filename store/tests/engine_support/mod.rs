@@ -105,6 +105,8 @@ pub struct KillState {
     pub fail_renew: Cell<bool>,
     /// Refuse every `run_settle` append with this error (nothing is written).
     pub fail_settle: RefCell<Option<StoreError>>,
+    /// Refuse the next billing receipt append with this error, once (nothing is written).
+    pub fail_receipt: RefCell<Option<StoreError>>,
     /// Refuse every terminal `put_meta` with this error (nothing is written).
     pub fail_terminal_meta: RefCell<Option<StoreError>>,
     /// Every `put_meta`: (status, whether it carried a lease).
@@ -137,6 +139,7 @@ impl<S> KillStore<S> {
                 calls: Cell::new(0),
                 fail_renew: Cell::new(false),
                 fail_settle: RefCell::new(None),
+                fail_receipt: RefCell::new(None),
                 fail_terminal_meta: RefCell::new(None),
                 metas: RefCell::new(Vec::new()),
                 appends: RefCell::new(Vec::new()),
@@ -169,6 +172,11 @@ impl<S: JournalStore> JournalStore for KillStore<S> {
         self.state.appends.borrow_mut().push((entry.kind.clone(), entry.status.clone(), lease.is_some()));
         if is_settle(entry) {
             if let Some(e) = self.state.fail_settle.borrow().clone() {
+                return Err(e);
+            }
+        }
+        if entry.key.starts_with("pc:") {
+            if let Some(e) = self.state.fail_receipt.borrow_mut().take() {
                 return Err(e);
             }
         }
@@ -243,6 +251,15 @@ impl<S: LeasableStore> LeasableStore for KillStore<S> {
     fn lease_ttl(&self) -> Option<Duration> {
         self.inner.lease_ttl()
     }
+}
+
+/// The keys of the billing receipts (`provider-call` decisions) in `entries`, in order.
+pub fn receipts(entries: &[JournalEntry]) -> Vec<String> {
+    entries
+        .iter()
+        .filter(|e| e.value.get("decisionType").and_then(|v| v.as_str()) == Some("provider-call"))
+        .map(|e| e.key.clone())
+        .collect()
 }
 
 /// Seqs of `entries` are 0, 1, 2, ... in order.
