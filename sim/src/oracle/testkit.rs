@@ -170,6 +170,15 @@ pub mod engine {
             self.push(node, OpKind::Append, run, Some(l.clone()), args, None);
             self.fin.entries.entry(run.into()).or_default().push(e.to_string());
         }
+        /// An append the store refused with `code`: nothing applied, nothing in the journal.
+        pub fn append_lost(&mut self, node: u32, l: &Lease, run: &str, e: Value, code: &str) {
+            let args = Args { seq: e["seq"].as_u64(), payload: Some(e.to_string()), ..Args::default() };
+            self.push(node, OpKind::Append, run, Some(l.clone()), args, None);
+            self.h.applied_count -= 1;
+            let c = self.h.calls.last_mut().expect("just pushed");
+            c.applied = None;
+            c.outcome = crate::history::Outcome::Err { code: code.into(), message: code.into() };
+        }
         pub fn ckpt(&mut self, node: u32, l: &Lease, run: &str, dispatch: u64, turns: u32) {
             // The checkpoint blob format of docs/engine-model.md 4.2: 0x01, then the state's JSON.
             let mut bytes = vec![0x01];

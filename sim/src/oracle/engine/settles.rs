@@ -14,7 +14,7 @@ use super::super::contract::{audit, settle_status, EntryView, Status, Verdict};
 use super::super::model::{t, who, Judged};
 use super::super::{Expectation, Property, Witness};
 use super::*;
-use crate::history::{FactKind, OpKind};
+use crate::history::{Call, FactKind, OpKind, Outcome};
 use crate::ledger::{catalog_workflows, expected_value};
 
 pub const SETTLE_FOLLOWS_SEGMENT_WORK: Property = Property {
@@ -61,6 +61,56 @@ fn settle_follows_segment_work(j: &Judged, out: &mut Vec<Witness>) {
                 }
             }
             _ => {}
+        }
+    }
+}
+
+pub const NO_CLEAN_SETTLE_OVER_A_LOST_APPEND: Property = Property {
+    name: "no_clean_settle_over_a_lost_append",
+    expectation: Expectation::Always,
+    claim: "A segment one of whose journal appends returned an error never journals a run_settle of ok or suspended afterwards under that grant: the journal no longer holds what the segment executed (rulvar's integrity latch, RV3201: the flush turns a would-be ok or suspended into error).",
+    not_checked: "Appends whose process died with the call in flight (their outcome is unknown to the segment); settles of error, cancelled or exhausted, which the latch leaves alone.",
+    check: no_clean_settle_over_a_lost_append,
+};
+
+fn no_clean_settle_over_a_lost_append(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    // Per (run, epoch, owner): the first append that grant saw fail, in call order (a
+    // segment's calls are sequential, so call ids order them).
+    let mut lost: BTreeMap<(&str, u64, &str), &Call> = BTreeMap::new();
+    for c in j.history.calls.iter().filter(|c| c.op == OpKind::Append && runs.contains(c.run_id.as_str())) {
+        let Some(l) = &c.lease else { continue };
+        if matches!(c.outcome, Outcome::Err { .. }) {
+            lost.entry((c.run_id.as_str(), l.epoch.0, l.owner.as_str())).or_insert(c);
+        }
+    }
+    if lost.is_empty() {
+        return;
+    }
+    for &c in j.applied.iter().filter(|c| c.op == OpKind::Append) {
+        let Some(l) = &c.lease else { continue };
+        let Some(first) = lost.get(&(c.run_id.as_str(), l.epoch.0, l.owner.as_str())) else { continue };
+        if first.id >= c.id {
+            continue;
+        }
+        let Some(status) = entry_of(c).as_ref().and_then(settle_status) else { continue };
+        if matches!(status, Status::Ok | Status::Suspended) {
+            out.push(Witness {
+                witness: format!(
+                    "run {}: {} journaled a run_settle of {status} at t={} after its own append of seq {} failed at t={} ({})",
+                    c.run_id,
+                    who(c),
+                    t(Judged::applied_ns(c)),
+                    first.args.seq.map_or("?".to_string(), |s| s.to_string()),
+                    t(first.returned_ns.unwrap_or(first.invoked_ns)),
+                    match &first.outcome {
+                        Outcome::Err { code, .. } => code.as_str(),
+                        _ => "error",
+                    }
+                ),
+                op: Some(c.op.as_str()),
+                call: Some(c.id),
+            });
         }
     }
 }
@@ -205,6 +255,37 @@ mod tests {
         h.meta(0, None, "r", RunStatus::Error, 1);
         assert_eq!(h.judge("journal_never_behind_meta").len(), 1);
         assert_eq!(h.judge("no_stranded_run").len(), 1);
+    }
+
+    #[test]
+    fn a_clean_settle_after_a_lost_append_is_caught() {
+        // The grant's receipt append failed busy; the segment went on and settled ok.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", running(0));
+        h.append_lost(0, &a, "r", op_entry(1, "decision", "pc:0:0", "ok", None), "busy");
+        h.append(0, &a, "r", terminal(2, 0, "ok"));
+        assert!(h.judge("no_clean_settle_over_a_lost_append").is_empty(), "no settle yet");
+        h.append(0, &a, "r", settle(3, "ok"));
+        let v = h.judge("no_clean_settle_over_a_lost_append");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("seq 1"), "{v:?}");
+        // The latch's way: the same history settled error passes.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append_lost(0, &a, "r", op_entry(0, "decision", "pc:0:0", "ok", None), "busy");
+        h.append(0, &a, "r", settle(1, "error"));
+        assert!(h.judge("no_clean_settle_over_a_lost_append").is_empty());
+        // A later grant of the same owner starts clean; so does another owner.
+        let b = h.acquire(0, "a", "r", 2);
+        h.append(0, &b, "r", settle(2, "suspended"));
+        let c = h.acquire(1, "c", "r", 3);
+        h.append(1, &c, "r", settle(3, "ok"));
+        assert!(h.judge("no_clean_settle_over_a_lost_append").is_empty());
+        // A suspension settled over the loss is caught too.
+        h.append_lost(1, &c, "r", op_entry(4, "decision", "pc:0:1", "ok", None), "lease_held");
+        h.append(1, &c, "r", settle(5, "suspended"));
+        assert_eq!(h.judge("no_clean_settle_over_a_lost_append").len(), 1);
     }
 
     #[test]
