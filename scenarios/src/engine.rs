@@ -103,6 +103,11 @@ const PAYING_QUEUE: u32 = 250;
 const PAYING_F1: u32 = 120;
 const PAYING_F2: u32 = 150;
 
+/// Share (per mille) of queue seeds in which a grant writes past one of its own failed
+/// appends and then journals a run_settle: the window of the integrity latch (measured over
+/// seeds 0..1000: 26 per mille).
+const LOST_APPEND_QUEUE: u32 = 10;
+
 pub static QUEUE: EngineScenario = EngineScenario {
     name: "queue",
     describe: "queue workers, hosts and operators over many runs (both workflow kinds, suspensions, retention, retries, host deletes, pruning, audit repair, worker stops) with swarm faults, then a heal",
@@ -144,6 +149,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
         required("takeover_of_a_silent_holder", 300),
         required("turn_paid_again_in_a_window", 120),
         required("paying_holder_told_superseded", PAYING_QUEUE),
+        required("lost_append_then_settled", LOST_APPEND_QUEUE),
     ],
 };
 

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::contract::{EntryView, MetaView, Status};
+use super::contract::{settle_status, EntryView, MetaView, Status};
 use super::model::{walk_grants, Judged};
 use crate::history::{FactKind, OpKind, Outcome};
 
@@ -82,6 +82,11 @@ pub const GOALS: &[Goal] = &[
         name: "retries_of_one_run_raced",
         claim: "Two identities' explicit resumes of one run were in flight at once (the later one began before the earlier one returned).",
         check: retries_of_one_run_raced,
+    },
+    Goal {
+        name: "lost_append_then_settled",
+        claim: "A grant one of whose journal appends failed went on to journal a run_settle (a seq gap the segment wrote past, and a settle the integrity latch had to decide: no_clean_settle_over_a_lost_append had something to judge).",
+        check: lost_append_then_settled,
     },
 ];
 
@@ -242,6 +247,28 @@ fn retries_of_one_run_raced(j: &Judged) -> bool {
     false
 }
 
+fn lost_append_then_settled(j: &Judged) -> bool {
+    let mut lost: BTreeMap<(&str, u64, &str), usize> = BTreeMap::new();
+    for c in j.history.calls.iter().filter(|c| c.op == OpKind::Append) {
+        if let (Some(l), Outcome::Err { .. }) = (&c.lease, &c.outcome) {
+            lost.entry((c.run_id.as_str(), l.epoch.0, l.owner.as_str())).or_insert(c.id);
+        }
+    }
+    !lost.is_empty()
+        && j.applied.iter().any(|c| {
+            let Some(l) = &c.lease else { return false };
+            c.op == OpKind::Append
+                && lost
+                    .get(&(c.run_id.as_str(), l.epoch.0, l.owner.as_str()))
+                    .is_some_and(|&first| first < c.id)
+                && c.args
+                    .payload
+                    .as_deref()
+                    .and_then(EntryView::parse)
+                    .is_some_and(|e| settle_status(&e).is_some())
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use store::RunStatus;
@@ -253,6 +280,23 @@ mod tests {
 
     fn met(h: &HistoryBuilder, goal: &str) -> bool {
         super::met(&Judged::build(&h.h, &h.fin, Expect::default())).contains(&goal)
+    }
+
+    #[test]
+    fn a_lost_append_is_met_only_when_its_grant_settles_after_it() {
+        let goal = "lost_append_then_settled";
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", running(0));
+        h.append(0, &a, "r", settle(1, "ok"));
+        assert!(!met(&h, goal), "nothing was lost");
+        h.append_lost(0, &a, "r", op_entry(2, "decision", "pc:0:0", "ok", None), "busy");
+        assert!(!met(&h, goal), "the settle came before the loss");
+        let b = h.acquire(1, "b", "r", 2);
+        h.append(1, &b, "r", settle(3, "error"));
+        assert!(!met(&h, goal), "another grant settled");
+        h.append(0, &a, "r", settle(4, "error"));
+        assert!(met(&h, goal));
     }
 
     /// Run `r` suspended by `worker`, then (when `resolved`) resolved by an operator, then
