@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::contract::{settle_status, EntryView, MetaView, Status};
+use super::contract::{EntryView, MetaView, Status};
 use super::model::{walk_grants, Judged};
 use crate::history::{FactKind, OpKind, Outcome};
 
@@ -248,25 +248,7 @@ fn retries_of_one_run_raced(j: &Judged) -> bool {
 }
 
 fn lost_append_then_settled(j: &Judged) -> bool {
-    let mut lost: BTreeMap<(&str, u64, &str), usize> = BTreeMap::new();
-    for c in j.history.calls.iter().filter(|c| c.op == OpKind::Append) {
-        if let (Some(l), Outcome::Err { .. }) = (&c.lease, &c.outcome) {
-            lost.entry((c.run_id.as_str(), l.epoch.0, l.owner.as_str())).or_insert(c.id);
-        }
-    }
-    !lost.is_empty()
-        && j.applied.iter().any(|c| {
-            let Some(l) = &c.lease else { return false };
-            c.op == OpKind::Append
-                && lost
-                    .get(&(c.run_id.as_str(), l.epoch.0, l.owner.as_str()))
-                    .is_some_and(|&first| first < c.id)
-                && c.args
-                    .payload
-                    .as_deref()
-                    .and_then(EntryView::parse)
-                    .is_some_and(|e| settle_status(&e).is_some())
-        })
+    !super::engine::settles::settles_after_a_lost_append(j).is_empty()
 }
 
 #[cfg(test)]

@@ -175,7 +175,7 @@ impl<S: JournalStore> JournalStore for KillStore<S> {
                 return Err(e);
             }
         }
-        if entry.key.starts_with("pc:") {
+        if is_receipt(entry) {
             if let Some(e) = self.state.fail_receipt.borrow_mut().take() {
                 return Err(e);
             }
@@ -253,13 +253,16 @@ impl<S: LeasableStore> LeasableStore for KillStore<S> {
     }
 }
 
-/// The keys of the billing receipts (`provider-call` decisions) in `entries`, in order.
+/// A billing receipt: a `provider-call` decision.
+pub fn is_receipt(e: &JournalEntry) -> bool {
+    e.kind == "decision"
+        && e.value.get("decisionType").and_then(|v| v.as_str())
+            == Some(store::engine::PROVIDER_CALL_DECISION_TYPE)
+}
+
+/// The keys of the billing receipts in `entries`, in order.
 pub fn receipts(entries: &[JournalEntry]) -> Vec<String> {
-    entries
-        .iter()
-        .filter(|e| e.value.get("decisionType").and_then(|v| v.as_str()) == Some("provider-call"))
-        .map(|e| e.key.clone())
-        .collect()
+    entries.iter().filter(|e| is_receipt(e)).map(|e| e.key.clone()).collect()
 }
 
 /// Seqs of `entries` are 0, 1, 2, ... in order.

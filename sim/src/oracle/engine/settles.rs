@@ -73,45 +73,57 @@ pub const NO_CLEAN_SETTLE_OVER_A_LOST_APPEND: Property = Property {
     check: no_clean_settle_over_a_lost_append,
 };
 
-fn no_clean_settle_over_a_lost_append(j: &Judged, out: &mut Vec<Witness>) {
-    let runs = engine_runs(j);
-    // Per (run, epoch, owner): the first append that grant saw fail, in call order (a
-    // segment's calls are sequential, so call ids order them).
+/// Every run_settle a grant journaled after one of its own appends had returned an error, in
+/// apply order: (the settle's append, its status, the grant's first failed append). A grant is
+/// (run, epoch, owner); its calls are sequential, so call ids order them.
+pub(in crate::oracle) fn settles_after_a_lost_append<'h>(
+    j: &Judged<'h>,
+) -> Vec<(&'h Call, Status, &'h Call)> {
     let mut lost: BTreeMap<(&str, u64, &str), &Call> = BTreeMap::new();
-    for c in j.history.calls.iter().filter(|c| c.op == OpKind::Append && runs.contains(c.run_id.as_str())) {
-        let Some(l) = &c.lease else { continue };
-        if matches!(c.outcome, Outcome::Err { .. }) {
+    for c in j.history.calls.iter().filter(|c| c.op == OpKind::Append) {
+        if let (Some(l), Outcome::Err { .. }) = (&c.lease, &c.outcome) {
             lost.entry((c.run_id.as_str(), l.epoch.0, l.owner.as_str())).or_insert(c);
         }
     }
     if lost.is_empty() {
-        return;
+        return Vec::new();
     }
+    let mut out = Vec::new();
     for &c in j.applied.iter().filter(|c| c.op == OpKind::Append) {
         let Some(l) = &c.lease else { continue };
-        let Some(first) = lost.get(&(c.run_id.as_str(), l.epoch.0, l.owner.as_str())) else { continue };
+        let Some(&first) = lost.get(&(c.run_id.as_str(), l.epoch.0, l.owner.as_str())) else { continue };
         if first.id >= c.id {
             continue;
         }
-        let Some(status) = entry_of(c).as_ref().and_then(settle_status) else { continue };
-        if matches!(status, Status::Ok | Status::Suspended) {
-            out.push(Witness {
-                witness: format!(
-                    "run {}: {} journaled a run_settle of {status} at t={} after its own append of seq {} failed at t={} ({})",
-                    c.run_id,
-                    who(c),
-                    t(Judged::applied_ns(c)),
-                    first.args.seq.map_or("?".to_string(), |s| s.to_string()),
-                    t(first.returned_ns.unwrap_or(first.invoked_ns)),
-                    match &first.outcome {
-                        Outcome::Err { code, .. } => code.as_str(),
-                        _ => "error",
-                    }
-                ),
-                op: Some(c.op.as_str()),
-                call: Some(c.id),
-            });
+        if let Some(status) = entry_of(c).as_ref().and_then(settle_status) {
+            out.push((c, status, first));
         }
+    }
+    out
+}
+
+fn no_clean_settle_over_a_lost_append(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    for (c, status, first) in settles_after_a_lost_append(j) {
+        if !runs.contains(c.run_id.as_str()) || !matches!(status, Status::Ok | Status::Suspended) {
+            continue;
+        }
+        out.push(Witness {
+            witness: format!(
+                "run {}: {} journaled a run_settle of {status} at t={} after its own append of seq {} failed at t={} ({})",
+                c.run_id,
+                who(c),
+                t(Judged::applied_ns(c)),
+                first.args.seq.map_or("?".to_string(), |s| s.to_string()),
+                t(first.returned_ns.unwrap_or(first.invoked_ns)),
+                match &first.outcome {
+                    Outcome::Err { code, .. } => code.as_str(),
+                    _ => "error",
+                }
+            ),
+            op: Some(c.op.as_str()),
+            call: Some(c.id),
+        });
     }
 }
 
