@@ -62,6 +62,12 @@ fn same_seed_and_budget_give_the_same_report_whatever_the_jobs() {
     assert_eq!(a.runs, 40);
     assert!(a.corpus > 0 && a.states_reached > 0);
     assert_eq!(comparable(&a, dir.path()), comparable(&b, dir.path()));
+    // Every run is counted against the kind of candidate it was: the first batch alternates
+    // fresh seeds and focused plans (8 each), and every new state is some kind's.
+    assert_eq!(a.kinds.values().map(|k| k.runs).sum::<u64>(), a.runs);
+    assert!(a.kinds["fresh"].runs >= 8 && a.kinds["focused"].runs >= 8, "{:?}", a.kinds);
+    assert_eq!(a.kinds.values().map(|k| k.new_states).sum::<u64>(), a.states_reached);
+    assert!(a.kinds.values().all(|k| k.new_state_runs <= k.runs && k.failing_runs == 0));
 }
 
 #[test]
@@ -159,9 +165,9 @@ fn exhaustive_enumerates_a_takeover_pause_whose_stale_append_lands_after_the_gra
         .filter(|f| f.findings.iter().any(|id| id == "F3a"))
         .map(|f| serde_json::from_str(&std::fs::read_to_string(&f.plan_file).unwrap()).unwrap())
         .filter(|p: &Plan| {
-            p.decisions
-                .iter()
-                .any(|d| matches!(d.action, sim::plan::Action::PauseUntilTakeover { writes: 1 }))
+            p.decisions.iter().any(|d| {
+                matches!(d.action, sim::plan::Action::PauseUntilTakeover { writes: 1, same_op: false })
+            })
         })
         .collect();
     assert!(
@@ -177,6 +183,8 @@ fn explore_finds_f3s_stale_accept_under_v1_44_0() {
     let dir = tempfile::tempdir().unwrap();
     let r = explore(s, &opts(ProfileName::V1_44_0, 160, 2, None, dir.path())).unwrap();
     assert!(r.first_detection.contains_key("no_stale_accept"), "{}", r.summary());
+    // The failing runs are counted by the kinds that made them.
+    assert!(r.kinds.values().map(|k| k.failing_runs).sum::<u64>() >= 1, "{:?}", r.kinds);
     let f = &r.failures[0];
     assert!(std::path::Path::new(&f.plan_file).exists());
     assert!(f
@@ -303,6 +311,13 @@ fn seed7_entry() -> sim::explore::corpus::Entry {
 
 /// The mutator over a corpus of its own states only (each reached once), no aims.
 fn one_entry_mutator(corpus: &[sim::explore::corpus::Entry]) -> sim::explore::mutate::Mutator<'_> {
+    hazard_mutator(corpus, Vec::new())
+}
+
+fn hazard_mutator(
+    corpus: &[sim::explore::corpus::Entry],
+    hazard_ops: Vec<sim::history::OpKind>,
+) -> sim::explore::mutate::Mutator<'_> {
     use sim::explore::mutate::{energies, point_rarity, Mutator};
     let mut hits = vec![0u64; sim::oracle::states::universe().len()];
     for e in corpus {
@@ -317,6 +332,7 @@ fn one_entry_mutator(corpus: &[sim::explore::corpus::Entry]) -> sim::explore::mu
         energy: energies(corpus, &hits),
         aims: Vec::new(),
         point_rarity: point_rarity(corpus),
+        hazard_ops,
     }
 }
 
@@ -395,13 +411,14 @@ fn a_takeover_probe_adds_one_pause_before_a_write_or_where_the_parent_acted_unde
     let (mut alone, mut kept, mut at_writes, mut elsewhere) = (0, 0, 0, 0);
     let mut writes_drawn = std::collections::BTreeSet::new();
     for i in 0..80 {
-        let p = m.probe(&mut sim::seed::rng(2, "probe-test", i));
-        assert_eq!(p, m.probe(&mut sim::seed::rng(2, "probe-test", i)), "same rng, same plan");
+        let (p, kind) = m.probe(&mut sim::seed::rng(2, "probe-test", i));
+        assert_eq!(kind, sim::explore::mutate::Kind::Probe, "no hazard operation is known");
+        assert_eq!(p, m.probe(&mut sim::seed::rng(2, "probe-test", i)).0, "same rng, same plan");
         let probes: Vec<_> =
             p.decisions.iter().filter(|d| matches!(d.action, Action::PauseUntilTakeover { .. })).collect();
         assert_eq!(probes.len(), 1, "exactly one takeover pause: {probes:?}");
         let d = probes[0];
-        let Action::PauseUntilTakeover { writes } = d.action else { unreachable!() };
+        let Action::PauseUntilTakeover { writes, .. } = d.action else { unreachable!() };
         assert!((1..=15).contains(&writes), "successor writes {writes} outside 1..=15");
         writes_drawn.insert(writes);
         let at = reached
@@ -443,6 +460,48 @@ fn a_takeover_probe_adds_one_pause_before_a_write_or_where_the_parent_acted_unde
             "no successor writes drawn in {band:?}: {writes_drawn:?}"
         );
     }
+}
+
+#[test]
+fn a_hazard_probe_stands_before_a_write_of_an_operation_whose_fence_was_seen_open() {
+    use sim::explore::mutate::Kind;
+    use sim::history::OpKind;
+    use sim::plan::Action;
+    let corpus = vec![seed7_entry()];
+    let put = store::FaultPoint::SqliteBlobPutBeforeBegin;
+    assert!(corpus[0].reached.iter().any(|&(_, p, _)| p == put), "a queue run saves checkpoints");
+    let m = hazard_mutator(&corpus, vec![OpKind::BlobPut]);
+    let (mut hazard, mut other, mut same_op, mut any_write) = (0, 0, 0, 0);
+    for i in 0..200 {
+        let (p, kind) = m.probe(&mut sim::seed::rng(3, "hazard-probe-test", i));
+        assert_eq!((p.clone(), kind), m.probe(&mut sim::seed::rng(3, "hazard-probe-test", i)));
+        let d = p
+            .decisions
+            .iter()
+            .find(|d| matches!(d.action, Action::PauseUntilTakeover { .. }))
+            .expect("a probe adds a takeover pause");
+        let Action::PauseUntilTakeover { writes, same_op: s } = d.action else { unreachable!() };
+        match kind {
+            Kind::HazardProbe => {
+                hazard += 1;
+                assert_eq!(d.point, put.name(), "a hazard probe stands before a blob put");
+                if s {
+                    assert!((1..=3).contains(&writes), "the successor's first to third put: {writes}");
+                    same_op += 1;
+                } else {
+                    any_write += 1;
+                }
+            }
+            Kind::Probe => {
+                other += 1;
+                assert!(!s, "only a hazard probe waits for a write of its own kind");
+            }
+            k => panic!("a probe is a probe, not {k:?}"),
+        }
+    }
+    // Three in four before a hazard write; of those, half wait for the same operation.
+    assert!((120..=180).contains(&hazard) && other > 0, "{hazard} hazard probes, {other} others");
+    assert!(same_op > 30 && any_write > 30, "{same_op} same-op pauses, {any_write} any-write pauses");
 }
 
 /// A plan a guided search built (queue, 2 stalls, one run that a worker stop cancels before any

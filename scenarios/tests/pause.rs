@@ -96,7 +96,7 @@ fn a_pause_until_takeover_resumes_once_the_successor_has_written() {
     for seed in 0..60u64 {
         for node in 0..2u32 {
             let plan = plan_for(queue(), ProfileName::Current, seed);
-            let out = run_with(seed, node, Action::PauseUntilTakeover { writes: 2 });
+            let out = run_with(seed, node, Action::PauseUntilTakeover { writes: 2, same_op: false });
             let h = &out.history;
             let Some(f) = fault_of(h, node) else { continue };
             assert_eq!(f.kind, FaultKind::Pause);
@@ -168,7 +168,7 @@ fn a_pause_until_takeover_inside_a_write_transaction_ends_once_the_store_is_seen
             node: 0,
             point: HELD.name().to_string(),
             occurrence: 1,
-            action: Action::PauseUntilTakeover { writes: 8 },
+            action: Action::PauseUntilTakeover { writes: 8, same_op: false },
         }];
         let out = execute(queue(), ProfileName::Current, seed, Some(plan), None).expect("run");
         let h = &out.history;
@@ -214,7 +214,7 @@ fn the_stale_write_lands_right_after_the_successors_awaited_write() {
                 node,
                 point: AT.name().to_string(),
                 occurrence: 1,
-                action: Action::PauseUntilTakeover { writes: 1 },
+                action: Action::PauseUntilTakeover { writes: 1, same_op: false },
             }];
             let out = execute(queue(), ProfileName::Current, seed, Some(plan), None).expect("run");
             let h = &out.history;
@@ -253,4 +253,64 @@ fn the_stale_write_lands_right_after_the_successors_awaited_write() {
         }
     }
     assert!(seen >= 3, "only {seen} stale appends met their successor");
+}
+
+#[test]
+fn a_same_op_pause_lands_the_stale_checkpoint_put_right_after_the_successors_put() {
+    // Paused before a checkpoint put until the successor's first put of its own (`same_op`):
+    // the takeover grant and the successor's appends do not end the pause, its blob put
+    // does. Under v1_45_0 (checkpoint puts unfenced) the stale put is applied next, over
+    // the successor's: the overwrite of the fencing example.
+    const AT: FaultPoint = FaultPoint::SqliteBlobPutBeforeBegin;
+    let mut seen = 0;
+    for seed in 0..80u64 {
+        for node in 0..2u32 {
+            let mut plan = plan_for(queue(), ProfileName::V1_45_0, seed);
+            plan.decisions = vec![Decision {
+                node,
+                point: AT.name().to_string(),
+                occurrence: 1,
+                action: Action::PauseUntilTakeover { writes: 1, same_op: true },
+            }];
+            let out = execute(queue(), ProfileName::V1_45_0, seed, Some(plan), None).expect("run");
+            let h = &out.history;
+            let Some(f) = h.faults.iter().find(|f| f.node == node && f.point == AT) else { continue };
+            let stale = f.call.map(|id| &h.calls[id]).expect("the point is inside the blob put");
+            let epoch = stale.lease.as_ref().expect("a checkpoint put carries its lease").epoch.0;
+            let mut applied: Vec<&sim::history::Call> =
+                h.calls.iter().filter(|c| c.run_id == stale.run_id && c.applied.is_some()).collect();
+            applied.sort_by_key(|c| c.applied.as_ref().map(|a| a.order));
+            let Some(t) = applied.iter().position(|c| {
+                c.op == OpKind::Acquire && c.granted.as_ref().is_some_and(|g| g.epoch.0 > epoch)
+            }) else {
+                continue;
+            };
+            let after: Vec<&&sim::history::Call> =
+                applied[t + 1..].iter().filter(|c| c.node != node && c.op.is_mutation()).collect();
+            let Some(put) = after.iter().find(|c| c.op == OpKind::BlobPut) else { continue };
+            let put_ns = put.applied.as_ref().expect("applied").at_ns;
+            let resumed = resumed_at(h, node, f.at_ns).expect("the supervisor resumes the node");
+            assert_eq!(resumed, put_ns, "seed {seed}: resumed as the successor's blob put committed");
+            // Other successor writes came first (the grant at least), and did not end it.
+            let grant_ns = applied[t].applied.as_ref().expect("applied").at_ns;
+            assert!(grant_ns < put_ns, "seed {seed}: the grant precedes the successor's put");
+            // The stale put is applied right after the successor's (unfenced under v1_45_0).
+            let stale_at = stale.applied.as_ref().expect("the stale put lands under v1_45_0");
+            let next = applied
+                .iter()
+                .filter_map(|c| c.applied.as_ref().map(|a| (a.order, c.id)))
+                .find(|&(o, _)| o > put.applied.as_ref().expect("applied").order);
+            assert_eq!(
+                next.map(|n| n.1),
+                Some(stale.id),
+                "seed {seed}: the stale put is the next write of the run"
+            );
+            assert!(stale_at.at_ns >= put_ns);
+            seen += 1;
+        }
+        if seen >= 2 {
+            break;
+        }
+    }
+    assert!(seen >= 2, "only {seen} stale checkpoint puts met the successor's");
 }

@@ -57,7 +57,8 @@ fn action() -> impl Strategy<Value = Action> {
         Just(Action::StallToExpiry),
         any::<u64>().prop_map(|ms| Action::StallToBeforeExpiry { ms }),
         any::<u64>().prop_map(|ms| Action::Pause { ms }),
-        any::<u32>().prop_map(|writes| Action::PauseUntilTakeover { writes }),
+        (any::<u32>(), any::<bool>())
+            .prop_map(|(writes, same_op)| Action::PauseUntilTakeover { writes, same_op }),
     ]
 }
 

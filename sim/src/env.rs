@@ -190,7 +190,8 @@ impl Env for SimEnv {
             }
             Action::Pause { .. } | Action::PauseUntilTakeover { .. } => {
                 let resume = match action {
-                    Action::PauseUntilTakeover { writes } => {
+                    Action::PauseUntilTakeover { writes, same_op } => {
+                        let op = if same_op { crate::history::OpKind::of_point(point) } else { None };
                         let ttl_ms = w.plan.knobs.ttl_ms.max(1);
                         let run = site.run_id.map(str::to_string);
                         let epoch = site
@@ -198,7 +199,7 @@ impl Env for SimEnv {
                             .or_else(|| run.as_deref().and_then(|r| w.observe_lease(r)).map(|row| row.epoch));
                         match (run, epoch) {
                             (Some(run_id), Some(epoch)) => {
-                                Resume::AfterTakeover { run_id, epoch, writes, ttl_ms }
+                                Resume::AfterTakeover { run_id, epoch, writes, op, ttl_ms }
                             }
                             _ => Resume::After { ms: ttl_ms * 3 / 2 },
                         }

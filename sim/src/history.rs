@@ -117,6 +117,13 @@ pub enum OpKind {
 }
 
 impl OpKind {
+    /// The store operation a `sqlite.<op>.<step>` fault point stands in (`None` for an
+    /// engine point).
+    pub fn of_point(point: store::FaultPoint) -> Option<OpKind> {
+        let op = point.name().strip_prefix("sqlite.")?.split('.').next()?;
+        OpKind::ALL.into_iter().find(|o| o.as_str() == op)
+    }
+
     /// Every operation, in declaration order.
     pub const ALL: [OpKind; 14] = [
         OpKind::Boot,
@@ -638,7 +645,11 @@ impl Recorder {
     /// the first grant of the run under a later epoch (the takeover) counts as one, then
     /// every mutation of the run another process applied after it, with or without a lease
     /// (a flawed profile's unfenced writes are writes all the same).
-    pub fn successor_writes(&self, run_id: &str, epoch: u64, node: u32) -> usize {
+    ///
+    /// With `op`, only the successor's writes of that operation count (the takeover grant
+    /// does not): the paused call's stale write then lands right after the successor's own
+    /// write of the same kind (the overwrite hazard).
+    pub fn successor_writes(&self, run_id: &str, epoch: u64, node: u32, op: Option<OpKind>) -> usize {
         let h = self.inner.borrow();
         let mut applied: Vec<(usize, &Call)> = h
             .calls
@@ -655,7 +666,11 @@ impl Recorder {
                     .is_some_and(|e| e > epoch)
         });
         let Some(t) = takeover else { return 0 };
-        1 + applied[t + 1..].iter().filter(|(_, c)| c.node != node && c.op.is_mutation()).count()
+        let after = applied[t + 1..].iter().filter(|(_, c)| c.node != node && c.op.is_mutation());
+        match op {
+            Some(op) => after.filter(|(_, c)| c.op == op).count(),
+            None => 1 + after.count(),
+        }
     }
 
     /// Whether the store looks held since `since_ns`: nothing applied since, and some call

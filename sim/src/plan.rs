@@ -55,7 +55,17 @@ pub enum Action {
     /// paused holding the store's write lock (nothing commits, callers meet Busy: no
     /// takeover can come), checked every tenth of the ttl; a point that names no run, or
     /// whose run has neither a lease row nor the caller's epoch, pauses 1.5 ttl.
-    PauseUntilTakeover { writes: u32 },
+    ///
+    /// With `same_op`, `writes` counts only the successor's writes of the operation the
+    /// paused call makes (a pause at `sqlite.blob_put.*` waits for the successor's blob
+    /// puts; the grant does not count): the stale write lands right after the successor's
+    /// `writes`-th write of the same kind, the overwrite of Kleppmann's example. A point of
+    /// no store operation counts every write, as without it.
+    PauseUntilTakeover {
+        writes: u32,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        same_op: bool,
+    },
 }
 
 /// The longest a [`Action::PauseUntilTakeover`] waits, in ttls.
@@ -70,10 +80,11 @@ impl Action {
             Action::StallToExpiry => "stall to the lease expiry".into(),
             Action::StallToBeforeExpiry { ms } => format!("stall to {ms}ms before the lease expiry"),
             Action::Pause { ms } => format!("pause the process {ms}ms"),
-            Action::PauseUntilTakeover { writes } => {
+            Action::PauseUntilTakeover { writes, same_op } => {
                 format!(
-                    "pause the process until taken over ({writes} successor write{})",
-                    if *writes == 1 { "" } else { "s" }
+                    "pause the process until taken over ({writes} successor write{}{})",
+                    if *writes == 1 { "" } else { "s" },
+                    if *same_op { " of the same operation" } else { "" }
                 )
             }
         }
@@ -231,7 +242,7 @@ impl Recipe {
                 } else if t.chance(500) {
                     Action::Pause { ms }
                 } else {
-                    Action::PauseUntilTakeover { writes: t.between(1, 8) as u32 }
+                    Action::PauseUntilTakeover { writes: t.between(1, 8) as u32, same_op: false }
                 }
             }
             other => other,

@@ -16,7 +16,7 @@ use futures::StreamExt;
 use rusqlite::{Connection, OptionalExtension};
 use store::{FaultPoint, Profile};
 
-use crate::history::{Event, LeaseRow, Recorder};
+use crate::history::{Event, LeaseRow, OpKind, Recorder};
 use crate::plan::{Action, Plan, TAKEOVER_WAIT_TTLS};
 use crate::time::now_ns;
 
@@ -80,6 +80,7 @@ pub(crate) struct PendingTakeover {
     pub run_id: String,
     pub epoch: u64,
     pub writes: u32,
+    pub op: Option<OpKind>,
 }
 
 /// When the supervisor resumes a paused process.
@@ -95,7 +96,9 @@ pub enum Resume {
     /// anywhere and callers meeting Busy: it paused inside a write transaction, so no
     /// successor can acquire), checked every tenth of `ttl_ms`; or after
     /// [`TAKEOVER_WAIT_TTLS`] ttls.
-    AfterTakeover { run_id: String, epoch: u64, writes: u32, ttl_ms: u64 },
+    /// With `op`, only the successor's writes of that operation count (see
+    /// [`crate::plan::Action::PauseUntilTakeover`]'s `same_op`).
+    AfterTakeover { run_id: String, epoch: u64, writes: u32, op: Option<OpKind>, ttl_ms: u64 },
 }
 
 /// What a node asks of the supervisor.
@@ -270,14 +273,15 @@ impl WorldState {
             "PAUSE",
             match &when {
                 Resume::After { ms } => format!("resume in {ms}ms"),
-                Resume::AfterTakeover { run_id, epoch, writes, .. } => {
-                    format!("resume once {writes} write(s) of {run_id} applied past epoch {epoch}")
-                }
+                Resume::AfterTakeover { run_id, epoch, writes, op, .. } => format!(
+                    "resume once {writes} {}write(s) of {run_id} applied past epoch {epoch}",
+                    op.map(|o| format!("{} ", o.as_str())).unwrap_or_default()
+                ),
             },
         );
         let pause = self.pause_count.get() + 1;
         self.pause_count.set(pause);
-        if let Resume::AfterTakeover { run_id, epoch, writes, .. } = &when {
+        if let Resume::AfterTakeover { run_id, epoch, writes, op, .. } = &when {
             self.takeovers.borrow_mut().push(PendingTakeover {
                 pause,
                 node,
@@ -285,6 +289,7 @@ impl WorldState {
                 run_id: run_id.clone(),
                 epoch: *epoch,
                 writes: *writes,
+                op: *op,
             });
         }
         if tx.unbounded_send(Wake::Resume { node, incarnation, pause, when }).is_ok() {
@@ -309,7 +314,8 @@ impl WorldState {
                 .iter()
                 .filter(|t| {
                     t.run_id == run_id
-                        && self.recorder.successor_writes(&t.run_id, t.epoch, t.node) >= t.writes as usize
+                        && self.recorder.successor_writes(&t.run_id, t.epoch, t.node, t.op)
+                            >= t.writes as usize
                 })
                 .cloned()
                 .collect()

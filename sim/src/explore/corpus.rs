@@ -136,6 +136,9 @@ pub struct Checkpoint {
     /// Runs only a quorum guard failed.
     #[serde(default)]
     pub vacuous: u64,
+    /// Per candidate kind: its runs and yield (see [`super::KindStats`]).
+    #[serde(default)]
+    pub kinds: BTreeMap<String, super::KindStats>,
 }
 
 pub fn entry_path(dir: &Path, n: u64) -> PathBuf {

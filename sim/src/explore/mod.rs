@@ -50,6 +50,20 @@ pub struct ExploreFailure {
     pub shrink_runs: u64,
 }
 
+/// One candidate kind's yield over a search (see [`mutate::Kind`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KindStats {
+    pub runs: u64,
+    /// Runs that reached at least one state no earlier run had reached, and those states.
+    pub new_state_runs: u64,
+    pub new_states: u64,
+    /// Runs that failed (any property; vacuous runs are not failures).
+    pub failing_runs: u64,
+    /// Per `fencesim findings` row of the profile: the runs whose violations matched it.
+    #[serde(default)]
+    pub findings: BTreeMap<String, u64>,
+}
+
 /// The machine-readable explore report.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ExploreReport {
@@ -82,6 +96,10 @@ pub struct ExploreReport {
     /// workload, too little happened to judge): neither passes nor failures.
     #[serde(default)]
     pub vacuous_runs: u64,
+    /// The guided search: per candidate kind (`fresh`, `focused`, `probe`, `hazard_probe`,
+    /// `aim`, `mutate`), its runs and what they yielded. Empty in exhaustive mode.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kinds: BTreeMap<String, KindStats>,
     /// Exhaustive mode: the plans run, whether the enumeration finished, the fault bound.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub complete: Option<bool>,
@@ -152,6 +170,23 @@ impl ExploreReport {
                     (false, false) => ": NOT complete (the budget ran out), with counterexamples",
                 }
             );
+        }
+        if !self.kinds.is_empty() {
+            let per_kind: Vec<String> = self
+                .kinds
+                .iter()
+                .map(|(k, st)| {
+                    let rows: Vec<String> = st.findings.iter().map(|(f, n)| format!(" {f} {n}")).collect();
+                    format!(
+                        "{k} {} runs, {} new states, {} failing{}",
+                        st.runs,
+                        st.new_states,
+                        st.failing_runs,
+                        if rows.is_empty() { String::new() } else { format!(" (rows:{})", rows.join(",")) }
+                    )
+                })
+                .collect();
+            let _ = writeln!(s, "  by candidate kind: {}", per_kind.join("; "));
         }
         for (p, run) in &self.first_detection {
             let _ = writeln!(s, "  first detection of {p}: run {run}");

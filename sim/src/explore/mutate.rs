@@ -45,7 +45,7 @@ pub fn actions_at(point: FaultPoint, faults: &FaultProfile, ttl_ms: u64) -> Vec<
     let mut out = vec![
         Action::Stall { ms: 10 },
         Action::Stall { ms: ttl_ms * 3 / 2 },
-        Action::PauseUntilTakeover { writes: 1 },
+        Action::PauseUntilTakeover { writes: 1, same_op: false },
     ];
     if matches!(point.moment(), Moment::Before | Moment::AfterCheck) {
         out.push(Action::StallToExpiry);
@@ -70,6 +70,41 @@ pub fn actions_at(point: FaultPoint, faults: &FaultProfile, ttl_ms: u64) -> Vec<
 pub const PROBE_PER_MILLE: u32 = 350;
 pub const FOCUS_PER_MILLE: u32 = 400;
 pub const AIM_PER_MILLE: u32 = 300;
+
+/// Which generator made a candidate (AFL's per-stage statistics: the report counts each
+/// kind's runs, the runs that reached a new state, and the runs that failed, so a mix can
+/// be judged by per-run yield over thousands of runs rather than by a few first detections).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    /// A fresh seed's own derived plan, as a sweep runs it.
+    Fresh,
+    /// [`Mutator::focused`].
+    Focused,
+    /// [`Mutator::probe`].
+    Probe,
+    /// [`Mutator::probe`] before a write of a hazard operation ([`hazard_ops`]).
+    HazardProbe,
+    /// Aimed at an unreached state ([`aims`]).
+    Aim,
+    /// A corpus entry mutated (inject, shift, drop, splice, knobs, reseed).
+    Mutate,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 6] =
+        [Kind::Fresh, Kind::Focused, Kind::Probe, Kind::HazardProbe, Kind::Aim, Kind::Mutate];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Fresh => "fresh",
+            Kind::Focused => "focused",
+            Kind::Probe => "probe",
+            Kind::HazardProbe => "hazard_probe",
+            Kind::Aim => "aim",
+            Kind::Mutate => "mutate",
+        }
+    }
+}
 
 /// A fresh seed drawn from the search's rng (small enough to type).
 pub fn fresh_seed(r: &mut ChaCha8Rng) -> u64 {
@@ -112,6 +147,50 @@ pub struct Mutator<'a> {
     pub aims: Vec<Aim>,
     /// Per fault point (by index): a weight that falls with the corpus entries reaching it.
     pub point_rarity: Vec<u64>,
+    /// Operations a stale write was seen to take effect on (see [`hazard_ops`]).
+    pub hazard_ops: Vec<OpKind>,
+}
+
+/// Of the takeover probes that can stand before a write of a hazard operation
+/// ([`hazard_ops`]), the share that do.
+pub const HAZARD_PER_MILLE: u32 = 750;
+
+/// Of the hazard probes, the share that resume right after the successor's first to third
+/// write of the same operation (`same_op`: the stale write lands over the successor's own),
+/// instead of after [`successor_writes`] writes of any kind.
+pub const SAME_OP_PER_MILLE: u32 = 500;
+
+/// The probe share ([`PROBE_PER_MILLE`]) once a hazard operation is known.
+pub const HAZARD_PROBE_PER_MILLE: u32 = 800;
+
+/// The operations whose fence the search has seen fail to hold: some run reached
+/// `call:<op>:superseded:applied:*` or `call:<op>:past_expiry:applied:*` (a write by a
+/// holder already superseded, or past its expiry, took effect). Under a store that fences
+/// every write this is empty. Where it is not, the fence's hazard (a stale write landing
+/// inside a successor's tenure, over what the successor wrote) is open on those operations,
+/// and a takeover probe is most useful right before one of their writes: the abstract
+/// states learned which writes are unguarded, as lineage-driven fault injection learns
+/// where a fault can matter, and the probe then tests what the stale write breaks.
+pub fn hazard_ops(hits: &[u64]) -> Vec<OpKind> {
+    let names = crate::oracle::states::universe();
+    let mut out: Vec<OpKind> = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        if hits.get(i).copied().unwrap_or(0) == 0 {
+            continue;
+        }
+        let mut parts = name.split(':');
+        let (Some("call"), Some(op), Some("superseded" | "past_expiry"), Some("applied")) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        if let Some(o) = OpKind::ALL.into_iter().find(|o| o.as_str() == op && o.is_mutation()) {
+            if !out.contains(&o) {
+                out.push(o);
+            }
+        }
+    }
+    out
 }
 
 /// Per fault point: 2^16 over one plus the corpus entries whose runs reached it.
@@ -189,7 +268,9 @@ pub fn aims(corpus: &[Entry], hits: &[u64], faults: &FaultProfile) -> Vec<Aim> {
                 let points: Vec<FaultPoint> = FaultPoint::ALL
                     .iter()
                     .copied()
-                    .filter(|&p| store_op(p).is_some_and(|o| o.as_str() == *op) && faults.points.contains(&p))
+                    .filter(|&p| {
+                        OpKind::of_point(p).is_some_and(|o| o.as_str() == *op) && faults.points.contains(&p)
+                    })
                     .filter(|p| match lever {
                         Lever::Stall => true,
                         Lever::StallToExpiry | Lever::StallBeforeExpiry => {
@@ -294,7 +375,7 @@ impl Mutator<'_> {
     /// waits for are drawn log-uniformly from 1 to 15 (a quarter each of 1, 2-3, 4-7 and
     /// 8-15): the stale step lands right after that write, anywhere from the successor's
     /// acquire to deep in its tenure.
-    pub fn probe(&self, r: &mut ChaCha8Rng) -> Plan {
+    pub fn probe(&self, r: &mut ChaCha8Rng) -> (Plan, Kind) {
         let parent = &self.corpus[pick(r, &self.energy)];
         let mut plan = parent.plan.clone();
         let faults = self.scenario.faults(&plan.knobs);
@@ -307,13 +388,21 @@ impl Mutator<'_> {
         };
         let writes: Vec<(u32, FaultPoint, u32)> =
             reached().filter(|((_, p, _), _)| before_write(*p)).map(|(&t, _)| t).collect();
-        let slots: Vec<(u32, FaultPoint, u32)> = if !writes.is_empty() && r.chance(750) {
-            writes
-        } else {
-            reached().filter(|(_, &l)| l > 0).map(|(&t, _)| t).collect()
-        };
+        let hazards: Vec<(u32, FaultPoint, u32)> = writes
+            .iter()
+            .filter(|(_, p, _)| OpKind::of_point(*p).is_some_and(|o| self.hazard_ops.contains(&o)))
+            .copied()
+            .collect();
+        let (slots, kind): (Vec<(u32, FaultPoint, u32)>, Kind) =
+            if !hazards.is_empty() && r.chance(HAZARD_PER_MILLE) {
+                (hazards, Kind::HazardProbe)
+            } else if !writes.is_empty() && r.chance(750) {
+                (writes, Kind::Probe)
+            } else {
+                (reached().filter(|(_, &l)| l > 0).map(|(&t, _)| t).collect(), Kind::Probe)
+            };
         if slots.is_empty() {
-            return plan;
+            return (plan, kind);
         }
         let (node, point, count) = slots[r.between(0, slots.len() as u64 - 1) as usize];
         let occurrence = r.between(1, u64::from(count)) as u32;
@@ -325,10 +414,14 @@ impl Mutator<'_> {
             node,
             point: point.name().to_string(),
             occurrence,
-            action: Action::PauseUntilTakeover { writes: successor_writes(r) },
+            action: if kind == Kind::HazardProbe && r.chance(SAME_OP_PER_MILLE) {
+                Action::PauseUntilTakeover { writes: r.between(1, 3) as u32, same_op: true }
+            } else {
+                Action::PauseUntilTakeover { writes: successor_writes(r), same_op: false }
+            },
         });
         normalize(&mut plan);
-        plan
+        (plan, kind)
     }
 
     /// An index into `points`: half the time weighted toward points few corpus entries
@@ -343,15 +436,15 @@ impl Mutator<'_> {
     }
 
     /// One candidate.
-    pub fn candidate(&self, r: &mut ChaCha8Rng) -> Plan {
+    pub fn candidate(&self, r: &mut ChaCha8Rng) -> (Plan, Kind) {
         if self.corpus.is_empty() || r.chance(300) {
-            return self.fresh(r);
+            return (self.fresh(r), Kind::Fresh);
         }
-        if r.chance(PROBE_PER_MILLE) {
+        if r.chance(if self.hazard_ops.is_empty() { PROBE_PER_MILLE } else { HAZARD_PROBE_PER_MILLE }) {
             return self.probe(r);
         }
         if r.chance(FOCUS_PER_MILLE) {
-            return self.focused(r);
+            return (self.focused(r), Kind::Focused);
         }
         if !self.aims.is_empty() && r.chance(AIM_PER_MILLE) {
             let aim = &self.aims[r.between(0, self.aims.len() as u64 - 1) as usize];
@@ -359,7 +452,7 @@ impl Mutator<'_> {
             let mut plan = parent.plan.clone();
             self.aim_at(r, &mut plan, &parent.reached, aim);
             normalize(&mut plan);
-            return plan;
+            return (plan, Kind::Aim);
         }
         let parent = &self.corpus[pick(r, &self.energy)];
         let mut plan = parent.plan.clone();
@@ -384,7 +477,7 @@ impl Mutator<'_> {
             }
         }
         normalize(&mut plan);
-        plan
+        (plan, Kind::Mutate)
     }
 
     /// A fault at a reached triple of an allowed point.
@@ -401,7 +494,7 @@ impl Mutator<'_> {
         let ttl = plan.knobs.ttl_ms;
         let action = match r.between(0, 4) {
             0 => Action::Stall { ms: r.between(1, 20) },
-            4 => Action::PauseUntilTakeover { writes: successor_writes(r) },
+            4 => Action::PauseUntilTakeover { writes: successor_writes(r), same_op: false },
             1 => Action::Stall {
                 ms: r.between(ttl * 105 / 100, ttl * faults.stall_past_ttl_max_pct.max(106) / 100),
             },
@@ -470,18 +563,12 @@ impl Mutator<'_> {
     }
 }
 
-/// The store operation a fault point belongs to (`sqlite.<op>.<moment>`), if any.
-pub fn store_op(point: FaultPoint) -> Option<OpKind> {
-    let op = point.name().strip_prefix("sqlite.")?.split('.').next()?;
-    OpKind::ALL.into_iter().find(|o| o.as_str() == op)
-}
-
 /// Whether `point` stands right before a write a lease fences: the first fault point of a
 /// store mutation other than an acquire (`sqlite.<op>.before_begin`), reached before the
 /// call touches the database.
 pub fn before_write(point: FaultPoint) -> bool {
     point.moment() == Moment::Before
-        && store_op(point).is_some_and(|o| o.is_mutation() && o != OpKind::Acquire)
+        && OpKind::of_point(point).is_some_and(|o| o.is_mutation() && o != OpKind::Acquire)
 }
 
 /// How many successor writes a takeover pause waits for: log-uniform over 1 to 15 (a
@@ -504,14 +591,14 @@ fn shift(r: &mut ChaCha8Rng, plan: &mut Plan) {
     let d = &mut plan.decisions[i];
     // A takeover pause moves in the successor's tenure as well: it resumes up to twice as
     // many successor writes later, or up to half as many earlier.
-    if let Action::PauseUntilTakeover { writes } = d.action {
+    if let Action::PauseUntilTakeover { writes, same_op } = d.action {
         if r.chance(500) {
             let writes = if r.chance(500) {
                 writes + r.between(1, u64::from(writes)) as u32
             } else {
                 writes.saturating_sub(r.between(1, u64::from(writes.div_ceil(2))) as u32).max(1)
             };
-            d.action = Action::PauseUntilTakeover { writes };
+            d.action = Action::PauseUntilTakeover { writes, same_op };
             return;
         }
     }
@@ -583,6 +670,34 @@ mod tests {
     }
 
     #[test]
+    fn a_hazard_operation_is_one_a_stale_holders_write_took_effect_on() {
+        let index: std::collections::BTreeMap<&str, usize> =
+            universe().iter().enumerate().map(|(i, n)| (n.as_str(), i)).collect();
+        let hits_of = |names: &[&str]| {
+            let mut h = vec![0u64; universe().len()];
+            for n in names {
+                h[index[n]] += 1;
+            }
+            h
+        };
+        // Refused stale writes, unleased writes and live holders' writes: the fence holds.
+        let fenced = hits_of(&[
+            "call:blob_put:superseded:refused:none",
+            "call:blob_delete:no_lease:applied:none",
+            "call:put_meta:live_holder:applied:none",
+            "call:renew:past_expiry:refused:stall",
+        ]);
+        assert_eq!(hazard_ops(&fenced), Vec::<OpKind>::new());
+        // A superseded holder's put and a past-expiry delete took effect.
+        let open = hits_of(&[
+            "call:blob_put:superseded:applied:stall",
+            "call:delete:past_expiry:applied:none",
+            "call:blob_put:past_expiry:applied:none",
+        ]);
+        assert_eq!(hazard_ops(&open), vec![OpKind::Delete, OpKind::BlobPut]);
+    }
+
+    #[test]
     fn an_unreached_state_is_aimed_at_from_its_neighbours_with_the_fault_it_names() {
         let corpus = vec![
             entry(&["call:append:superseded:refused:none"], &[(0, FaultPoint::SqliteAppendAfterCheck, 2)]),
@@ -649,7 +764,7 @@ mod tests {
             node: 0,
             point: FaultPoint::SqliteAppendBeforeBegin.name().into(),
             occurrence: 5,
-            action: Action::PauseUntilTakeover { writes: 6 },
+            action: Action::PauseUntilTakeover { writes: 6, same_op: true },
         }];
         let (mut earlier, mut later, mut moved) = (0, 0, 0);
         for i in 0..200 {
@@ -657,16 +772,16 @@ mod tests {
             shift(&mut crate::seed::rng(4, "shift-test", i), &mut plan);
             let d = &plan.decisions[0];
             match d.action {
-                Action::PauseUntilTakeover { writes: 6 } => {
+                Action::PauseUntilTakeover { writes: 6, same_op: true } => {
                     assert_ne!(d.occurrence, 5, "a shift changes something");
                     moved += 1;
                 }
-                Action::PauseUntilTakeover { writes } if writes < 6 => {
+                Action::PauseUntilTakeover { writes, same_op: true } if writes < 6 => {
                     assert!(writes >= 3, "at most half as many earlier: {writes}");
                     assert_eq!(d.occurrence, 5);
                     earlier += 1;
                 }
-                Action::PauseUntilTakeover { writes } => {
+                Action::PauseUntilTakeover { writes, same_op: true } => {
                     assert!(writes <= 12, "at most twice as many later: {writes}");
                     assert_eq!(d.occurrence, 5);
                     later += 1;

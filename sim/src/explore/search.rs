@@ -9,8 +9,8 @@ use std::sync::Mutex;
 use store::{FaultPoint, ProfileName};
 
 use super::corpus::{self, reached_of, Checkpoint, Entry};
-use super::mutate::{aims, energies, point_rarity, trim, Mutator};
-use super::{ExploreFailure, ExploreOptions, ExploreReport, BATCH};
+use super::mutate::{aims, energies, hazard_ops, point_rarity, trim, Kind, Mutator};
+use super::{ExploreFailure, ExploreOptions, ExploreReport, KindStats, BATCH};
 use crate::oracle::states::universe;
 use crate::plan::Plan;
 use crate::runner::execute_counting;
@@ -129,6 +129,8 @@ pub struct Tally {
     pub last_new_state: Option<String>,
     /// Runs only a quorum guard failed (see [`RunResult::vacuous`]).
     pub vacuous: u64,
+    /// Per candidate kind (the guided search only).
+    pub kinds: BTreeMap<String, KindStats>,
 }
 
 impl Tally {
@@ -143,6 +145,19 @@ impl Tally {
             failures: Vec::new(),
             last_new_state: None,
             vacuous: 0,
+            kinds: BTreeMap::new(),
+        }
+    }
+
+    /// Count one guided run against the kind of candidate it was.
+    pub fn fold_kind(&mut self, kind: Kind, new_states: u32, r: &RunResult) {
+        let st = self.kinds.entry(kind.as_str().to_string()).or_default();
+        st.runs += 1;
+        st.new_state_runs += u64::from(new_states > 0);
+        st.new_states += u64::from(new_states);
+        st.failing_runs += u64::from(!r.properties.is_empty());
+        for f in &r.findings {
+            *st.findings.entry(f.clone()).or_default() += 1;
         }
     }
 
@@ -281,6 +296,7 @@ impl Tally {
             findings_first_run: self.first_finding.clone(),
             failures: self.failures.clone(),
             vacuous_runs: self.vacuous,
+            kinds: self.kinds.clone(),
             complete: None,
             plans: None,
             max_faults: None,
@@ -309,6 +325,7 @@ impl Tally {
             failures: self.failures.clone(),
             last_new_state: self.last_new_state.clone(),
             vacuous: self.vacuous,
+            kinds: self.kinds.clone(),
         }
     }
 
@@ -333,6 +350,7 @@ impl Tally {
         t.failures = cp.failures.clone();
         t.last_new_state = cp.last_new_state.clone();
         t.vacuous = cp.vacuous;
+        t.kinds = cp.kinds.clone();
         Ok(t)
     }
 }
@@ -451,7 +469,7 @@ pub fn explore(scenario: &'static dyn Scenario, opts: &ExploreOptions) -> Result
         }
         let size = (opts.runs - tally.runs).min(BATCH as u64) as usize;
         let mut r = rng(opts.seed, "explore-batch", batch);
-        let candidates: Vec<Plan> = {
+        let (candidates, kinds): (Vec<Plan>, Vec<Kind>) = {
             let faults = scenario.faults(&scenario.knobs(opts.seed));
             let m = Mutator {
                 scenario,
@@ -460,18 +478,20 @@ pub fn explore(scenario: &'static dyn Scenario, opts: &ExploreOptions) -> Result
                 energy: energies(&entries, &tally.hits),
                 aims: aims(&entries, &tally.hits, &faults),
                 point_rarity: point_rarity(&entries),
+                hazard_ops: hazard_ops(&tally.hits),
             };
             (0..size)
                 .map(|i| match (batch, i % 2) {
-                    (0, 0) => m.fresh(&mut r),
-                    (0, _) => m.focused(&mut r),
+                    (0, 0) => (m.fresh(&mut r), Kind::Fresh),
+                    (0, _) => (m.focused(&mut r), Kind::Focused),
                     _ => m.candidate(&mut r),
                 })
-                .collect()
+                .unzip()
         };
         let results = run_batch(scenario, opts.profile, candidates, opts.jobs);
-        for res in results {
+        for (res, kind) in results.into_iter().zip(kinds) {
             let new = tally.fold_states(&res.states, res.vacuous);
+            tally.fold_kind(kind, new, &res);
             if !res.properties.is_empty() {
                 tally.fold_failure(scenario, opts, &res)?;
             }
