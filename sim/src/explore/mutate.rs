@@ -14,7 +14,10 @@
 //! whose name gives its lever (a call of an operation under a relation with a fault never
 //! seen there: that fault at a point of that operation, in an entry that reached the same
 //! operation and relation; an engine crash point against a recovery never seen: a crash
-//! there) is aimed at directly (`aims`). The others pick a parent by energy (entries that
+//! there) is aimed at directly (`aims`). Once a run showed a stale holder's write taking
+//! effect on some operation (`hazard_ops`: the fence is open there), probes take 80% of the
+//! non-fresh candidates, three in four of them stand before a write of such an operation,
+//! and half of those resume right after the successor's own write of it (`same_op`). The others pick a parent by energy (entries that
 //! reached rarer states are picked more often) and mutate it: put a fault (a short stall,
 //! a stall past the ttl, a stall to the lease expiry instant or to 1 ms before it (both
 //! sides of the fence's boundary), a process pause until a
