@@ -399,8 +399,12 @@ pub enum StoreClock {
 pub struct History {
     /// Whether the environment observes the store's clock reads (see [`StoreClock`]).
     pub observes_store_clock: bool,
-    /// Set when the run hit the world's call budget (a livelock): the witness in words.
+    /// Set when the run hit the world's call or read budget (a livelock, or reads that grow
+    /// without bound): the witness in words.
     pub exhausted: Option<String>,
+    /// What the successful reads so far returned, in items: journal entries, metas, refs, and
+    /// blob bytes in KiB (rounded up), one for an absent meta or blob (the world's read budget).
+    pub read_items: usize,
     pub calls: Vec<Call>,
     pub events: Vec<Event>,
     pub applied_count: usize,
@@ -604,7 +608,16 @@ impl Recorder {
 
     /// What a successful read returned.
     pub fn read(&self, id: usize, read: Read) {
-        self.inner.borrow_mut().calls[id].read = Some(read);
+        let items = match &read {
+            Read::Entries(v) => v.len(),
+            Read::Refs(v) => v.len(),
+            Read::Runs { metas, .. } => metas.len(),
+            Read::Meta(_) => 1,
+            Read::Blob(b) => b.as_ref().map_or(1, |b| b.len().div_ceil(1024).max(1)),
+        };
+        let mut h = self.inner.borrow_mut();
+        h.read_items += items;
+        h.calls[id].read = Some(read);
     }
 
     /// The node died with the call in flight.

@@ -90,11 +90,13 @@ pub fn execute_counting(
         Some(plan),
         None,
         false,
-        &RunOptions { count_always: true, keep_db: None },
+        &RunOptions { count_always: true, ..RunOptions::default() },
     )
 }
 
-fn execute_with(
+/// As [`execute`], with `options`; `full_plan`: write out a derived plan's decisions even
+/// when the run passed.
+pub fn execute_with(
     scenario: &'static dyn Scenario,
     profile: ProfileName,
     seed: u64,

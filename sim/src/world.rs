@@ -37,7 +37,7 @@ use crate::plan::{FaultProfile, Knobs, Plan};
 use crate::recorded::{Caller, RecordedStore};
 use crate::seed::stream_key;
 use crate::time::now_ns;
-pub use crate::world_state::{WorldState, CALL_BUDGET};
+pub use crate::world_state::{WorldState, CALL_BUDGET, READ_BUDGET};
 
 /// The page size of the world's database file (see the module header).
 pub const SIM_PAGE_SIZE: u32 = 1024;
@@ -188,6 +188,8 @@ pub struct RunOptions {
     /// Keep a consistent copy of the final database here (for `fencesim audit`). The copy
     /// is made with `VACUUM INTO` after every node is dead.
     pub keep_db: Option<PathBuf>,
+    /// The run's read budget in items (default [`READ_BUDGET`]).
+    pub read_budget: Option<usize>,
 }
 
 /// Run one (scenario, profile, plan). The database file is created fresh and removed.
@@ -227,6 +229,7 @@ pub fn run(
         observer: RefCell::new(None),
         faults_on: Cell::new(true),
         exhausted: Cell::new(false),
+        read_budget: options.read_budget.unwrap_or(READ_BUDGET),
         exhausted_tx: RefCell::new(Some(exhausted_tx)),
         exhausted_rx: RefCell::new(Some(exhausted_rx)),
         incarnations: RefCell::new(vec![0; nodes as usize]),

@@ -26,6 +26,15 @@ use crate::time::now_ns;
 /// Reaching the budget freezes every node and ends the run, and the oracle reports it.
 pub const CALL_BUDGET: usize = 100_000;
 
+/// The most read items one run may record ([`crate::history::History::read_items`]: journal
+/// entries, metas, refs and blob KiB its successful reads returned). The recorder keeps
+/// every read's result for the oracle, so a system under test that keeps re-reading a
+/// journal it keeps growing (a resume that appends a settle and is resumed again) records
+/// the square of the journal's length: a planted bug did so to 6.4 GB in one run, within
+/// the call budget. The busiest `current` run records a small fraction of this; reaching it
+/// ends the run as the call budget does, and the oracle reports it.
+pub const READ_BUDGET: usize = 2_000_000;
+
 /// The state of one run, shared by the nodes and the supervisor (single-threaded).
 pub struct WorldState {
     pub plan: Plan,
@@ -56,6 +65,8 @@ pub struct WorldState {
     /// Set once the run has made [`CALL_BUDGET`] store calls: every later call hangs, and
     /// the run ends (see `drive`).
     pub exhausted: Cell<bool>,
+    /// The read items this run may record ([`READ_BUDGET`] unless a test asks for less).
+    pub read_budget: usize,
     pub(crate) exhausted_tx: RefCell<Option<futures::channel::oneshot::Sender<()>>>,
     pub(crate) exhausted_rx: RefCell<Option<futures::channel::oneshot::Receiver<()>>>,
     pub incarnations: RefCell<Vec<u32>>,
@@ -160,15 +171,25 @@ impl WorldState {
         if self.exhausted.get() {
             return true;
         }
-        let calls = self.recorder.inner.borrow().calls.len();
-        if calls < CALL_BUDGET {
+        let (calls, reads) = {
+            let h = self.recorder.inner.borrow();
+            (h.calls.len(), h.read_items)
+        };
+        if calls < CALL_BUDGET && reads < self.read_budget {
             return false;
         }
         self.exhausted.set(true);
-        self.recorder.inner.borrow_mut().exhausted = Some(format!(
-            "the run made {calls} store calls by t={:.3}s without reaching its end (virtual time stalled or the workload livelocked)",
-            now_ns() as f64 / 1e9
-        ));
+        let at = now_ns() as f64 / 1e9;
+        self.recorder.inner.borrow_mut().exhausted = Some(if calls >= CALL_BUDGET {
+            format!(
+                "the run made {calls} store calls by t={at:.3}s without reaching its end (virtual time stalled or the workload livelocked)"
+            )
+        } else {
+            format!(
+                "the run's reads returned {reads} items (journal entries, metas, refs, blob KiB) by t={at:.3}s without reaching its end, over the {} a run may record (a store or workload that re-reads what it keeps growing)",
+                self.read_budget
+            )
+        });
         if let Some(tx) = self.exhausted_tx.borrow_mut().take() {
             let _ = tx.send(());
         }
