@@ -17,7 +17,8 @@
 //! there) is aimed at directly (`aims`). Once a run showed a stale holder's write taking
 //! effect on some operation (`hazard_ops`: the fence is open there), probes take 80% of the
 //! non-fresh candidates, three in four of them stand before a write of such an operation,
-//! and half of those resume right after the successor's own write of it (`same_op`). The others pick a parent by energy (entries that
+//! and half of those resume right after the successor's own write of it (`same_op`). The
+//! others pick a parent by energy (entries that
 //! reached rarer states are picked more often) and mutate it: put a fault (a short stall,
 //! a stall past the ttl, a stall to the lease expiry instant or to 1 ms before it (both
 //! sides of the fence's boundary), a process pause until a
@@ -94,9 +95,6 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 6] =
-        [Kind::Fresh, Kind::Focused, Kind::Probe, Kind::HazardProbe, Kind::Aim, Kind::Mutate];
-
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Fresh => "fresh",
