@@ -173,25 +173,27 @@ pub const HAZARD_PROBE_PER_MILLE: u32 = 800;
 /// states learned which writes are unguarded, as lineage-driven fault injection learns
 /// where a fault can matter, and the probe then tests what the stale write breaks.
 pub fn hazard_ops(hits: &[u64]) -> Vec<OpKind> {
-    let names = crate::oracle::states::universe();
     let mut out: Vec<OpKind> = Vec::new();
-    for (i, name) in names.iter().enumerate() {
+    for (i, parts) in state_parts().iter().enumerate() {
         if hits.get(i).copied().unwrap_or(0) == 0 {
             continue;
         }
-        let mut parts = name.split(':');
-        let (Some("call"), Some(op), Some("superseded" | "past_expiry"), Some("applied")) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
+        let ["call", op, "superseded" | "past_expiry", "applied", _] = parts.as_slice() else {
             continue;
         };
-        if let Some(o) = OpKind::ALL.into_iter().find(|o| o.as_str() == op && o.is_mutation()) {
+        if let Some(o) = OpKind::ALL.into_iter().find(|o| o.as_str() == *op && o.is_mutation()) {
             if !out.contains(&o) {
                 out.push(o);
             }
         }
     }
     out
+}
+
+/// Per state of the universe, in index order: its name split at `:` (once per process).
+fn state_parts() -> &'static [Vec<&'static str>] {
+    static PARTS: std::sync::OnceLock<Vec<Vec<&'static str>>> = std::sync::OnceLock::new();
+    PARTS.get_or_init(|| crate::oracle::states::universe().iter().map(|n| n.split(':').collect()).collect())
 }
 
 /// Per fault point: 2^16 over one plus the corpus entries whose runs reached it.
@@ -237,10 +239,7 @@ pub struct Aim {
 /// an entry that reached it. Race, meta and delete states have no single lever.
 pub fn aims(corpus: &[Entry], hits: &[u64], faults: &FaultProfile) -> Vec<Aim> {
     use std::collections::BTreeMap;
-    let names = crate::oracle::states::universe();
-    // Per state: its name's parts (split once per process).
-    static PARTS: std::sync::OnceLock<Vec<Vec<&'static str>>> = std::sync::OnceLock::new();
-    let parts_of = PARTS.get_or_init(|| names.iter().map(|n| n.split(':').collect()).collect());
+    let parts_of = state_parts();
     let mut by_call: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
     for (i, e) in corpus.iter().enumerate() {
         for &st in &e.states {
