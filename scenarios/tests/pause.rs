@@ -3,7 +3,7 @@
 //! reached the point; a pause until a takeover ends the instant the successor's last awaited
 //! write commits, and the stale step it was paused before lands right after that write.
 
-use sim::history::{FaultKind, FaultRec, History, OpKind};
+use sim::history::{Call, FaultKind, FaultRec, History, OpKind};
 use sim::plan::{Action, Decision, TAKEOVER_WAIT_TTLS};
 use sim::runner::{execute, plan_for, Outcome};
 use sim::world::Scenario;
@@ -15,11 +15,28 @@ fn queue() -> &'static dyn Scenario {
     scenarios::catalog().into_iter().find(|s| s.name() == "queue").expect("queue is in the catalog")
 }
 
-/// The seed's run with one decision only: `action` at the first time `node` reaches `POINT`.
+/// The seed's queue run under `profile` with one decision only: `action` at the first time
+/// `node` reaches `point`.
+fn run_one(profile: ProfileName, seed: u64, node: u32, point: FaultPoint, action: Action) -> Outcome {
+    let mut plan = plan_for(queue(), profile, seed);
+    plan.decisions = vec![Decision { node, point: point.name().to_string(), occurrence: 1, action }];
+    execute(queue(), profile, seed, Some(plan), None).expect("run")
+}
+
+/// [`run_one`] under `current` at `POINT`.
 fn run_with(seed: u64, node: u32, action: Action) -> Outcome {
-    let mut plan = plan_for(queue(), ProfileName::Current, seed);
-    plan.decisions = vec![Decision { node, point: POINT.name().to_string(), occurrence: 1, action }];
-    execute(queue(), ProfileName::Current, seed, Some(plan), None).expect("run")
+    run_one(ProfileName::Current, seed, node, POINT, action)
+}
+
+/// The calls of `run` that were applied, in apply order, and the index among them of the
+/// run's first grant under an epoch later than `epoch` (the takeover).
+fn applied_with_takeover<'h>(h: &'h History, run: &str, epoch: u64) -> (Vec<&'h Call>, Option<usize>) {
+    let mut applied: Vec<&Call> = h.calls.iter().filter(|c| c.run_id == run && c.applied.is_some()).collect();
+    applied.sort_by_key(|c| c.applied.as_ref().map(|a| a.order));
+    let takeover = applied
+        .iter()
+        .position(|c| c.op == OpKind::Acquire && c.granted.as_ref().is_some_and(|g| g.epoch.0 > epoch));
+    (applied, takeover)
 }
 
 fn fault_of(h: &History, node: u32) -> Option<&FaultRec> {
@@ -111,12 +128,7 @@ fn a_pause_until_takeover_resumes_once_the_successor_has_written() {
             // The successor's writes, as the action defines them: the first grant of the run
             // under a later epoch, then every mutation of the run another process applied
             // after it (in apply order).
-            let mut applied: Vec<&sim::history::Call> =
-                h.calls.iter().filter(|c| c.run_id == run && c.applied.is_some()).collect();
-            applied.sort_by_key(|c| c.applied.as_ref().map(|a| a.order));
-            let takeover = applied.iter().position(|c| {
-                c.op == OpKind::Acquire && c.granted.as_ref().is_some_and(|g| g.epoch.0 > epoch)
-            });
+            let (applied, takeover) = applied_with_takeover(h, &run, epoch);
             let second =
                 takeover.and_then(|t| applied[t + 1..].iter().find(|c| c.node != node && c.op.is_mutation()));
             assert!(
@@ -163,14 +175,13 @@ fn a_pause_until_takeover_inside_a_write_transaction_ends_once_the_store_is_seen
     let mut seen = 0;
     for seed in 0..60u64 {
         let ttl_ns = plan_for(queue(), ProfileName::Current, seed).knobs.ttl_ms * 1_000_000;
-        let mut plan = plan_for(queue(), ProfileName::Current, seed);
-        plan.decisions = vec![Decision {
-            node: 0,
-            point: HELD.name().to_string(),
-            occurrence: 1,
-            action: Action::PauseUntilTakeover { writes: 8, same_op: false },
-        }];
-        let out = execute(queue(), ProfileName::Current, seed, Some(plan), None).expect("run");
+        let out = run_one(
+            ProfileName::Current,
+            seed,
+            0,
+            HELD,
+            Action::PauseUntilTakeover { writes: 8, same_op: false },
+        );
         let h = &out.history;
         let Some(f) = h.faults.iter().find(|f| f.node == 0 && f.point == HELD) else { continue };
         let resumed = resumed_at(h, 0, f.at_ns).expect("the supervisor resumes the node");
@@ -209,14 +220,13 @@ fn the_stale_write_lands_right_after_the_successors_awaited_write() {
     let mut seen = 0;
     for seed in 0..60u64 {
         for node in 0..2u32 {
-            let mut plan = plan_for(queue(), ProfileName::Current, seed);
-            plan.decisions = vec![Decision {
+            let out = run_one(
+                ProfileName::Current,
+                seed,
                 node,
-                point: AT.name().to_string(),
-                occurrence: 1,
-                action: Action::PauseUntilTakeover { writes: 1, same_op: false },
-            }];
-            let out = execute(queue(), ProfileName::Current, seed, Some(plan), None).expect("run");
+                AT,
+                Action::PauseUntilTakeover { writes: 1, same_op: false },
+            );
             let h = &out.history;
             let Some(f) = h.faults.iter().find(|f| f.node == node && f.point == AT) else { continue };
             let stale = f.call.map(|id| &h.calls[id]).expect("the point is inside the append");
@@ -265,29 +275,23 @@ fn a_same_op_pause_lands_the_stale_checkpoint_put_right_after_the_successors_put
     let mut seen = 0;
     for seed in 0..80u64 {
         for node in 0..2u32 {
-            let mut plan = plan_for(queue(), ProfileName::V1_45_0, seed);
-            plan.decisions = vec![Decision {
+            let out = run_one(
+                ProfileName::V1_45_0,
+                seed,
                 node,
-                point: AT.name().to_string(),
-                occurrence: 1,
-                action: Action::PauseUntilTakeover { writes: 1, same_op: true },
-            }];
-            let out = execute(queue(), ProfileName::V1_45_0, seed, Some(plan), None).expect("run");
+                AT,
+                Action::PauseUntilTakeover { writes: 1, same_op: true },
+            );
             let h = &out.history;
             let Some(f) = h.faults.iter().find(|f| f.node == node && f.point == AT) else { continue };
             let stale = f.call.map(|id| &h.calls[id]).expect("the point is inside the blob put");
             let epoch = stale.lease.as_ref().expect("a checkpoint put carries its lease").epoch.0;
-            let mut applied: Vec<&sim::history::Call> =
-                h.calls.iter().filter(|c| c.run_id == stale.run_id && c.applied.is_some()).collect();
-            applied.sort_by_key(|c| c.applied.as_ref().map(|a| a.order));
-            let Some(t) = applied.iter().position(|c| {
-                c.op == OpKind::Acquire && c.granted.as_ref().is_some_and(|g| g.epoch.0 > epoch)
-            }) else {
+            let (applied, takeover) = applied_with_takeover(h, &stale.run_id, epoch);
+            let Some(t) = takeover else { continue };
+            let Some(put) = applied[t + 1..].iter().find(|c| c.node != node && c.op == OpKind::BlobPut)
+            else {
                 continue;
             };
-            let after: Vec<&&sim::history::Call> =
-                applied[t + 1..].iter().filter(|c| c.node != node && c.op.is_mutation()).collect();
-            let Some(put) = after.iter().find(|c| c.op == OpKind::BlobPut) else { continue };
             let put_ns = put.applied.as_ref().expect("applied").at_ns;
             let resumed = resumed_at(h, node, f.at_ns).expect("the supervisor resumes the node");
             assert_eq!(resumed, put_ns, "seed {seed}: resumed as the successor's blob put committed");
