@@ -6,8 +6,9 @@
 //! they run in parallel and are folded in batch order. So the search depends only on
 //! (scenario, profile, search seed, run budget), never on `--jobs` or timing; a `--minutes`
 //! budget is wall-clock by nature (the report says where it stopped; `--runs` is the
-//! reproducible budget). The first batch alternates fresh seeds' own derived plans and
-//! focused plans over all of the scenario's points (`mutate::Mutator::focused`); a run that
+//! reproducible budget). The first batch takes in turn fresh seeds' own derived plans,
+//! takeover probe sets (`mutate::Mutator::probe_set`) and focused plans over all of the
+//! scenario's points (`mutate::Mutator::focused`); a run that
 //! reached an abstract state (`oracle::states`) no earlier run reached joins the corpus. A
 //! failing run is shrunk (`shrink`) and reported like a sweep's failure, its plan file
 //! saved, with a `fencesim run --plan FILE` command that reproduces it.
@@ -97,7 +98,7 @@ pub struct ExploreReport {
     #[serde(default)]
     pub vacuous_runs: u64,
     /// The guided search: per candidate kind (`fresh`, `focused`, `probe`, `hazard_probe`,
-    /// `aim`, `mutate`), its runs and what they yielded. Empty in exhaustive mode.
+    /// `probe_set`, `aim`, `mutate`), its runs and what they yielded. Empty in exhaustive mode.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub kinds: BTreeMap<String, KindStats>,
     /// Exhaustive mode: the plans run, whether the enumeration finished, the fault bound.

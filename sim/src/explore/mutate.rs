@@ -1,6 +1,11 @@
 //! Candidate plans from the corpus. 30% of candidates are a fresh seed's own derived plan
 //! (the workload a seed draws matters as much as its faults; see BENCHMARKS.md, "Guided
-//! exploration"). Of the rest, 35% are takeover probes (`Mutator::probe`): a corpus entry's
+//! exploration"). Of the rest, 10% are takeover probe sets (`Mutator::probe_set`, also a
+//! third of the first batch, which has no corpus yet): a fresh seed's plan plus eight
+//! pauses of the whole process right before writes of any operation, each resumed right
+//! after the successor's own write of that operation, so one run tests eight "what if the
+//! holder were superseded here" hypotheses without knowing which fence is weak. Of the
+//! rest again, 35% are takeover probes (`Mutator::probe`): a corpus entry's
 //! plan plus one pause of the whole process until its run is taken over and the successor
 //! has written, three in four right before a write (the fencing hazard itself, aimed: a
 //! holder frozen, heartbeat and all, while a successor acquires and writes, then its stale
@@ -92,6 +97,8 @@ pub enum Kind {
     Aim,
     /// A corpus entry mutated (inject, shift, drop, splice, knobs, reseed).
     Mutate,
+    /// [`Mutator::probe_set`].
+    ProbeSet,
 }
 
 impl Kind {
@@ -103,6 +110,7 @@ impl Kind {
             Kind::HazardProbe => "hazard_probe",
             Kind::Aim => "aim",
             Kind::Mutate => "mutate",
+            Kind::ProbeSet => "probe_set",
         }
     }
 }
@@ -160,6 +168,13 @@ pub const HAZARD_PER_MILLE: u32 = 750;
 /// write of the same operation (`same_op`: the stale write lands over the successor's own),
 /// instead of after [`successor_writes`] writes of any kind.
 pub const SAME_OP_PER_MILLE: u32 = 500;
+
+/// The takeover pauses of a probe set ([`Mutator::probe_set`]).
+pub const PROBE_SET_SIZE: usize = 8;
+
+/// Of the candidates after the first batch that are not fresh seeds, the share that are
+/// probe sets.
+pub const PROBE_SET_PER_MILLE: u32 = 100;
 
 /// The probe share ([`PROBE_PER_MILLE`]) once a hazard operation is known.
 pub const HAZARD_PROBE_PER_MILLE: u32 = 800;
@@ -424,6 +439,47 @@ impl Mutator<'_> {
         (plan, kind)
     }
 
+    /// A takeover probe set: a fresh seed's own plan, written out, plus [`PROBE_SET_SIZE`]
+    /// takeover pauses, each right before a write (`before_write`)
+    /// at a point of the scenario's fault profile, on a node drawn uniformly, at its first
+    /// to third occurrence, and each resumed right after the successor's first to third
+    /// write of the paused call's own operation (`same_op`: the stale write lands over the
+    /// successor's, Kleppmann's fencing example). It needs no corpus: each pause is one
+    /// hypothesis ("what if the holder were superseded right before this write"), and one
+    /// run tests several, on whichever operations the workload reaches. Pauses at points a
+    /// run never reaches do not fire; a node paused once resumes and may meet its next. The
+    /// seed's own faults stay (they open the other windows a fresh run opens: a probe set
+    /// catches F3 as often as a fresh seed does), and a pause replaces a decision of the
+    /// same (node, point, occurrence).
+    /// Measured (BENCHMARKS.md, "Stop 32"): under `v1_45_0` 12% of probe sets from `queue`
+    /// catch F2, against 1.1% of fresh seeds; without the seed's faults 16%, but no F3.
+    pub fn probe_set(&self, r: &mut ChaCha8Rng) -> Plan {
+        let seed = fresh_seed(r);
+        let knobs = self.scenario.knobs(seed);
+        let faults = self.scenario.faults(&knobs);
+        let mut plan = Plan::generate_lazy(self.scenario.name(), self.profile, seed, knobs, &faults);
+        plan.materialize();
+        let writes: Vec<FaultPoint> = faults.points.iter().copied().filter(|p| before_write(*p)).collect();
+        if writes.is_empty() || plan.knobs.nodes == 0 {
+            return plan;
+        }
+        for _ in 0..PROBE_SET_SIZE {
+            let node = r.between(0, u64::from(plan.knobs.nodes) - 1) as u32;
+            let point = writes[r.between(0, writes.len() as u64 - 1) as usize];
+            let occurrence = r.between(1, 3) as u32;
+            plan.decisions
+                .retain(|d| !(d.node == node && d.occurrence == occurrence && d.point == point.name()));
+            plan.decisions.push(Decision {
+                node,
+                point: point.name().to_string(),
+                occurrence,
+                action: Action::PauseUntilTakeover { writes: r.between(1, 3) as u32, same_op: true },
+            });
+        }
+        normalize(&mut plan);
+        plan
+    }
+
     /// An index into `points`: half the time weighted toward points few corpus entries
     /// reached (`point_rarity`), else uniform. `points` is not empty.
     fn rare_or_uniform(&self, r: &mut ChaCha8Rng, points: &[FaultPoint]) -> usize {
@@ -439,6 +495,9 @@ impl Mutator<'_> {
     pub fn candidate(&self, r: &mut ChaCha8Rng) -> (Plan, Kind) {
         if self.corpus.is_empty() || r.chance(300) {
             return (self.fresh(r), Kind::Fresh);
+        }
+        if r.chance(PROBE_SET_PER_MILLE) {
+            return (self.probe_set(r), Kind::ProbeSet);
         }
         if r.chance(if self.hazard_ops.is_empty() { PROBE_PER_MILLE } else { HAZARD_PROBE_PER_MILLE }) {
             return self.probe(r);

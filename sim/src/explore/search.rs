@@ -480,9 +480,12 @@ pub fn explore(scenario: &'static dyn Scenario, opts: &ExploreOptions) -> Result
                 point_rarity: point_rarity(&entries),
                 hazard_ops: hazard_ops(&tally.hits),
             };
+            // The first batch knows nothing yet: fresh seeds, probe sets and focused plans
+            // over all of the scenario's points, in turn.
             (0..size)
-                .map(|i| match (batch, i % 2) {
+                .map(|i| match (batch, i % 3) {
                     (0, 0) => (m.fresh(&mut r), Kind::Fresh),
+                    (0, 1) => (m.probe_set(&mut r), Kind::ProbeSet),
                     (0, _) => (m.focused(&mut r), Kind::Focused),
                     _ => m.candidate(&mut r),
                 })
