@@ -285,10 +285,12 @@ pub struct QueueShared {
     /// to return removes it, and a host that died mid-resume leaves its entry behind, so a
     /// join may find no resume in flight; it is then a plain retry with no status check).
     pub retrying: RefCell<BTreeMap<String, String>>,
-    /// Host operations (a submission's `run`, a retry's `resume`) and worker sweeps in
-    /// flight, per process incarnation: the heal is not over while one may still write (a
-    /// host stalled across the heal can create its run after every other run settled; a
-    /// sweep stalled across it drives runs from a listing taken before it).
+    /// Host operations (a submission's `run`, a retry's `resume`), worker sweeps and
+    /// operator duties (offline resolutions, prunes, audit repairs) in flight, per process
+    /// incarnation: the heal is not over while one may still write (a host stalled across
+    /// the heal can create its run after every other run settled; a sweep stalled across it
+    /// drives runs from a listing taken before it; a resolution stalled across it lands
+    /// after a run's cancelled settle, and the audit repair then makes the run `running`).
     pub pending: RefCell<BTreeMap<(u32, u32), u32>>,
     /// Runs whose submission (`engine.run`) is still in flight, per process incarnation: the
     /// host retries or deletes only runs whose own handle has resolved (a user does not act
@@ -302,6 +304,19 @@ impl QueueShared {
         let mut p = self.pending.borrow_mut();
         let n = p.entry((node, incarnation)).or_default();
         *n = n.saturating_add_signed(delta);
+    }
+
+    /// `op` counted as an operation of this incarnation in flight while it runs.
+    async fn in_flight(
+        &self,
+        node: u32,
+        incarnation: u32,
+        op: impl std::future::Future<Output = bool>,
+    ) -> bool {
+        self.host_op(node, incarnation, 1);
+        let alive = op.await;
+        self.host_op(node, incarnation, -1);
+        alive
     }
 
     /// A process started anew: the operations of its earlier incarnations died with them.
@@ -848,15 +863,20 @@ async fn worker_loop(
             // no memory of the runs it parked) carries on under the same identity.
             worker = new_worker();
         }
-        if (sh.heal.get() || r.chance(500)) && !resolve_open(engine, sink).await {
+        // The operator duties write too (a resolution, a pruned checkpoint, a repaired meta
+        // row), so each counts as in flight while it runs: one stalled across the heal can
+        // revive a run after every run looked settled.
+        if (sh.heal.get() || r.chance(500))
+            && !sh.in_flight(index, incarnation, resolve_open(engine, sink)).await
+        {
             return;
         }
-        if r.chance(200) && !prune_one(engine, sink, &mut r).await {
+        if r.chance(200) && !sh.in_flight(index, incarnation, prune_one(engine, sink, &mut r)).await {
             return;
         }
         if sh.repairs
             && (sh.heal.get() || r.chance(150))
-            && !audit_repair(engine, sink, index, incarnation).await
+            && !sh.in_flight(index, incarnation, audit_repair(engine, sink, index, incarnation)).await
         {
             return;
         }
