@@ -147,3 +147,46 @@ fn a_host_submits_again_a_run_its_failed_submission_never_persisted() {
         "run-1's first acquire is no longer refused busy"
     );
 }
+
+/// `all-runs-settle-after-heal-670897103.json` (stop 32): worker n1 settles `run-1_`
+/// suspended, lists it with its suspension open, and its offline resolution's acquire stalls
+/// 572 ms. Meanwhile n0 resumes the run and a cancel settles it. The resolution lands after
+/// the heal, past the cancelled settle, and the audit repair that follows makes the run
+/// `running` (stranded: a terminal meta over live journal work). Before the operator duties
+/// counted as in flight, the heal had already seen every run terminal and stopped the world,
+/// and the run ended `running`. Now the heal waits, a worker drives the revived run, and it
+/// settles.
+#[test]
+fn a_resolution_stalled_across_the_heal_is_waited_for_and_the_run_it_revives_settles() {
+    use sim::history::{Call, FactKind};
+    let out = replay("all-runs-settle-after-heal-670897103.json");
+    let h = &out.history;
+    let healed = h.facts.iter().find(|f| matches!(f.kind, FactKind::Healed)).expect("a heal").at_ns;
+    let mut after: Vec<&Call> = h
+        .calls
+        .iter()
+        .filter(|c| c.run_id == "run-1_" && c.applied.is_some() && c.invoked_ns > healed)
+        .filter(|c| matches!(c.op, OpKind::Append | OpKind::PutMeta))
+        .collect();
+    after.sort_by_key(|c| c.applied.as_ref().map(|a| a.order));
+    let payload = |c: &Call| {
+        serde_json::from_str::<serde_json::Value>(c.args.payload.as_deref().unwrap_or("null")).unwrap()
+    };
+    let status = |c: &Call| payload(c).get("status").and_then(|s| s.as_str()).unwrap_or("").to_string();
+    assert!(after.len() >= 3, "the run is written after the heal: {} writes", after.len());
+    // The window: the stalled resolution lands first, then the repair's meta write.
+    assert_eq!(after[0].op, OpKind::Append);
+    assert_eq!(payload(after[0]).get("kind").and_then(|k| k.as_str()), Some("resolution"));
+    assert!(
+        payload_has(h, "run-1_", OpKind::PutMeta, "\"status\":\"cancelled\""),
+        "the run was cancelled before the resolution landed"
+    );
+    assert_eq!((after[1].op, status(after[1]).as_str()), (OpKind::PutMeta, "running"));
+    // The revived run is driven again and settles: its last meta write is terminal.
+    let last = after.iter().rev().find(|c| c.op == OpKind::PutMeta).expect("a meta write");
+    assert!(
+        matches!(status(last).as_str(), "ok" | "error" | "cancelled" | "exhausted"),
+        "the run ends {}",
+        status(last)
+    );
+}
