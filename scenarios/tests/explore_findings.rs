@@ -190,3 +190,68 @@ fn a_resolution_stalled_across_the_heal_is_waited_for_and_the_run_it_revives_set
         status(last)
     );
 }
+
+/// `deleted-run-leaves-no-blobs-245190739.json` (stop 32): host n3's unleased `deleteRun` of
+/// the cancelled `run-1x` listed its blobs, deleted them, and paused before its journal
+/// delete; meanwhile worker n1, from a listing taken before the cancel, resumed the run under
+/// its lease and put `run-1x/ckpt/29`; n3's journal delete then left that blob behind. A host
+/// that deletes a run someone holds, with no lease, decides so (the RFC leaves unleased
+/// deletes to the host; `no_live_run_deleted` does not judge them either), so
+/// `deleted_run_leaves_no_blobs` no longer counts a blob a lease holder put after such a
+/// cascade's listing. The exemption is that narrow: the same history with the put made under
+/// no lease is still judged a leftover.
+#[test]
+fn a_blob_a_holder_put_after_an_unleased_host_cascade_listed_the_run_is_the_hosts_decision() {
+    let mut out = replay("deleted-run-leaves-no-blobs-245190739.json");
+    let ttl_ms = out.plan.knobs.ttl_ms;
+    let h = &out.history;
+    let run = "run-1x";
+    let del = h
+        .calls
+        .iter()
+        .find(|c| c.op == OpKind::Delete && c.run_id == run && c.applied.is_some() && c.lease.is_none())
+        .expect("the host's unleased journal delete");
+    let listed_at = h
+        .calls
+        .iter()
+        .filter(|c| {
+            c.op == OpKind::BlobList
+                && c.node == del.node
+                && c.run_id == run
+                && c.invoked_ns <= del.invoked_ns
+        })
+        .filter_map(|c| c.seen_at)
+        .max()
+        .expect("the cascade's listing");
+    let order = |c: &sim::history::Call| c.applied.as_ref().map_or(usize::MAX, |a| a.order);
+    // The last put before the delete (a checkpoint is put again each turn: the last write wins).
+    let put = h
+        .calls
+        .iter()
+        .filter(|c| {
+            c.op == OpKind::BlobPut
+                && c.run_id == run
+                && c.lease.is_some()
+                && order(c) >= listed_at
+                && order(c) < order(del)
+        })
+        .max_by_key(|c| order(c))
+        .expect("a blob put under a lease after the listing, before the delete");
+    let deleted_later = h.calls.iter().any(|c| {
+        c.op == OpKind::BlobDelete
+            && c.applied.is_some()
+            && c.args.blob_ref == put.args.blob_ref
+            && order(c) > order(put)
+            && order(c) < order(del)
+    });
+    assert!(!deleted_later, "the blob is still stored when the delete applies");
+    let id = put.id;
+    let i = out.history.calls.iter().position(|c| c.id == id).unwrap();
+    out.history.calls[i].lease = None;
+    let expect = sim::verdict::Expect { contiguous_seqs: false, ttl_ms: Some(ttl_ms) };
+    let violations = sim::oracle::judge(&out.history, &out.fin, expect);
+    assert!(
+        violations.iter().any(|v| v.property == "deleted_run_leaves_no_blobs"),
+        "an unleased put left behind is still a leftover: {violations:?}"
+    );
+}

@@ -89,7 +89,7 @@ pub const DELETED_RUN_LEAVES_NO_BLOBS: Property = Property {
         name: "deleted_run_leaves_no_blobs",
         expectation: Expectation::Always,
         claim: "When an engine deletion cascade's journal delete applies, none of the run's blobs remain (a recreated run id must not inherit a dead incarnation's checkpoints).",
-        not_checked: "Deletions outside an engine cascade (a bare store delete never touches blobs).",
+        not_checked: "Deletions outside an engine cascade (a bare store delete never touches blobs); blobs a lease holder put after an unleased host cascade listed the run's blobs (the host deleted a run someone held: its decision).",
         check: deleted_run_leaves_no_blobs,
 };
 
@@ -126,8 +126,32 @@ fn deleted_run_leaves_no_blobs(j: &Judged, out: &mut Vec<Witness>) {
                 if !cascade {
                     continue;
                 }
-                let left: Vec<&str> =
-                    blobs.keys().copied().filter(|r| run_of_ref(r) == c.run_id && r.contains('/')).collect();
+                // A cascade under no lease at all (not retention's, not a host's leased one) is
+                // a host's decision, as in `no_live_run_deleted`: a blob a lease holder put
+                // after the cascade's listing of the run's blobs was not the cascade's to see.
+                let listed_at = if c.lease.is_none() && cascade_epoch(j, c).is_none() {
+                    j.history
+                        .calls
+                        .iter()
+                        .filter(|l| {
+                            l.op == OpKind::BlobList
+                                && l.node == c.node
+                                && l.incarnation == c.incarnation
+                                && l.run_id == c.run_id
+                                && l.invoked_ns <= c.invoked_ns
+                                && l.outcome.is_ok()
+                        })
+                        .filter_map(|l| l.seen_at)
+                        .max()
+                } else {
+                    None
+                };
+                let unseen = |put: &Call| listed_at.is_some_and(|at| put.lease.is_some() && order(put) >= at);
+                let left: Vec<&str> = blobs
+                    .iter()
+                    .filter(|(r, put)| run_of_ref(r) == c.run_id && r.contains('/') && !unseen(put))
+                    .map(|(r, _)| *r)
+                    .collect();
                 if !left.is_empty() {
                     out.push(Witness {
                         witness: format!(
