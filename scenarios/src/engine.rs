@@ -307,16 +307,11 @@ impl QueueShared {
     }
 
     /// `op` counted as an operation of this incarnation in flight while it runs.
-    async fn in_flight(
-        &self,
-        node: u32,
-        incarnation: u32,
-        op: impl std::future::Future<Output = bool>,
-    ) -> bool {
+    async fn in_flight<T>(&self, node: u32, incarnation: u32, op: impl std::future::Future<Output = T>) -> T {
         self.host_op(node, incarnation, 1);
-        let alive = op.await;
+        let out = op.await;
         self.host_op(node, incarnation, -1);
-        alive
+        out
     }
 
     /// A process started anew: the operations of its earlier incarnations died with them.
@@ -730,10 +725,10 @@ async fn node_body(node: NodeCtx) {
                 if sh.host_deletes && *own && joined.is_none() && dr.chance(HOST_DELETE_PER_MILLE) {
                     // The user deletes the finished run instead (it may be retried later,
                     // which recreates it).
-                    sh.host_op(index, incarnation, 1);
                     let leased = !ur.chance(UNLEASED_DELETE_PER_MILLE);
-                    let alive = host_delete(&engine, &sink, &spec.run_id, leased).await;
-                    sh.host_op(index, incarnation, -1);
+                    let alive = sh
+                        .in_flight(index, incarnation, host_delete(&engine, &sink, &spec.run_id, leased))
+                        .await;
                     if !alive {
                         return;
                     }
@@ -837,10 +832,7 @@ async fn worker_loop(
         let stop_after_ms =
             (sh.stops && !sh.heal.get() && sr.chance(STOP_PER_MILLE)).then(|| sr.between(5, 150));
         let swept = if sweeps {
-            sh.host_op(index, incarnation, 1);
-            let swept = sweep_maybe_stopped(&worker, stop_after_ms).await;
-            sh.host_op(index, incarnation, -1);
-            swept
+            sh.in_flight(index, incarnation, sweep_maybe_stopped(&worker, stop_after_ms)).await
         } else {
             Ok(store::engine::SweepReport::default())
         };

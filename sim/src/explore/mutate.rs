@@ -424,25 +424,19 @@ impl Mutator<'_> {
         if r.chance(500) {
             plan.decisions.clear();
         }
-        plan.decisions.retain(|d| !(d.node == node && d.occurrence == occurrence && d.point == point.name()));
-        plan.decisions.push(Decision {
-            node,
-            point: point.name().to_string(),
-            occurrence,
-            action: if kind == Kind::HazardProbe && r.chance(SAME_OP_PER_MILLE) {
-                Action::PauseUntilTakeover { writes: r.between(1, 3) as u32, same_op: true }
-            } else {
-                Action::PauseUntilTakeover { writes: successor_writes(r), same_op: false }
-            },
-        });
+        let action = if kind == Kind::HazardProbe && r.chance(SAME_OP_PER_MILLE) {
+            Action::PauseUntilTakeover { writes: r.between(1, 3) as u32, same_op: true }
+        } else {
+            Action::PauseUntilTakeover { writes: successor_writes(r), same_op: false }
+        };
+        set_decision(&mut plan, node, point, occurrence, action);
         normalize(&mut plan);
         (plan, kind)
     }
 
     /// A takeover probe set: a fresh seed's own plan, written out, plus [`PROBE_SET_SIZE`]
-    /// takeover pauses, each right before a write (`before_write`)
-    /// at a point of the scenario's fault profile, on a node drawn uniformly, at its first
-    /// to third occurrence, and each resumed right after the successor's first to third
+    /// takeover pauses, each right before a write (`before_write`) at a point of the
+    /// scenario's fault profile, on a node drawn uniformly, at its first to third occurrence, and each resumed right after the successor's first to third
     /// write of the paused call's own operation (`same_op`: the stale write lands over the
     /// successor's, Kleppmann's fencing example). It needs no corpus: each pause is one
     /// hypothesis ("what if the holder were superseded right before this write"), and one
@@ -467,14 +461,8 @@ impl Mutator<'_> {
             let node = r.between(0, u64::from(plan.knobs.nodes) - 1) as u32;
             let point = writes[r.between(0, writes.len() as u64 - 1) as usize];
             let occurrence = r.between(1, 3) as u32;
-            plan.decisions
-                .retain(|d| !(d.node == node && d.occurrence == occurrence && d.point == point.name()));
-            plan.decisions.push(Decision {
-                node,
-                point: point.name().to_string(),
-                occurrence,
-                action: Action::PauseUntilTakeover { writes: r.between(1, 3) as u32, same_op: true },
-            });
+            let action = Action::PauseUntilTakeover { writes: r.between(1, 3) as u32, same_op: true };
+            set_decision(&mut plan, node, point, occurrence, action);
         }
         normalize(&mut plan);
         plan
@@ -569,8 +557,7 @@ impl Mutator<'_> {
             }
             _ => Action::Stall { ms: r.between(ttl * 105 / 100, ttl * 3 / 2) },
         };
-        plan.decisions.retain(|d| !(d.node == node && d.occurrence == occurrence && d.point == point.name()));
-        plan.decisions.push(Decision { node, point: point.name().to_string(), occurrence, action });
+        set_decision(plan, node, point, occurrence, action);
     }
 
     /// The aim's fault at a reached occurrence of one of its points.
@@ -598,8 +585,7 @@ impl Mutator<'_> {
             }
             _ => Action::Stall { ms: r.between(ttl * 105 / 100, ttl * 3 / 2) },
         };
-        plan.decisions.retain(|d| !(d.node == node && d.occurrence == occurrence && d.point == point.name()));
-        plan.decisions.push(Decision { node, point: point.name().to_string(), occurrence, action });
+        set_decision(plan, node, point, occurrence, action);
     }
 
     /// Other nodes or another workload size, drawn from the scenario's own knob range.
@@ -676,6 +662,12 @@ fn splice(r: &mut ChaCha8Rng, plan: &mut Plan, other: &Entry) {
     let mut ds: Vec<Decision> = plan.decisions.iter().filter(|_| r.chance(500)).cloned().collect();
     ds.extend(other.plan.decisions.iter().filter(|d| d.node < nodes && r.chance(500)).cloned());
     plan.decisions = ds;
+}
+
+/// `action` at (node, point, occurrence), replacing the plan's decision there if it had one.
+fn set_decision(plan: &mut Plan, node: u32, point: FaultPoint, occurrence: u32, action: Action) {
+    plan.decisions.retain(|d| !(d.node == node && d.occurrence == occurrence && d.point == point.name()));
+    plan.decisions.push(Decision { node, point: point.name().to_string(), occurrence, action });
 }
 
 /// Sorted, one decision per (node, point, occurrence) (the first kept).
