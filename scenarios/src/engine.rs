@@ -921,7 +921,7 @@ async fn audit_repair(engine: &SimEngine, sink: &FactSink, index: u32, incarnati
 const TERMINAL: [RunStatus; 4] =
     [RunStatus::Ok, RunStatus::Error, RunStatus::Cancelled, RunStatus::Exhausted];
 
-/// An operator's census filter: a name, tags, a `status` or `statuses`, alone or combined,
+/// An operator's census filter: a name, tags, a `status` and `statuses`, alone or combined,
 /// drawn so that each excludes some runs and matches others (names and tags no run carries
 /// included).
 fn census_filter(r: &mut impl Draw, sh: &QueueShared, nodes: u32) -> RunFilter {
@@ -938,14 +938,21 @@ fn census_filter(r: &mut impl Draw, sh: &QueueShared, nodes: u32) -> RunFilter {
     }
     let status = RunStatus::ALL[r.between(0, RunStatus::ALL.len() as u64 - 1) as usize];
     let statuses: Vec<RunStatus> = RunStatus::ALL.into_iter().filter(|_| r.chance(333)).collect();
-    match r.between(0, 4) {
+    match r.between(0, 5) {
         0 => RunFilter { name: Some(name), ..RunFilter::default() },
         1 => RunFilter { tags: Some(tags), ..RunFilter::default() },
         2 => RunFilter { statuses: Some(statuses), ..RunFilter::default() },
         3 => RunFilter { status: Some(status), tags: Some(tags), ..RunFilter::default() },
-        _ => {
-            RunFilter { name: Some(name), statuses: Some(statuses), tags: Some(tags), ..RunFilter::default() }
-        }
+        // `status` beside `statuses`: the two combine as either-matches, and `statuses` widens
+        // the single status without replacing it.
+        4 => RunFilter { status: Some(status), statuses: Some(statuses), ..RunFilter::default() },
+        _ => RunFilter {
+            name: Some(name),
+            status: Some(status),
+            statuses: Some(statuses),
+            tags: Some(tags),
+            ..RunFilter::default()
+        },
     }
 }
 

@@ -137,7 +137,24 @@ impl Env for SimEnv {
                 })
             });
         };
+        // How long a stall to the expiry waits: until the node's clock reads the run's lease
+        // expiry (less `early`), as the lease row stands now.
+        let to_expiry = |early: i64| {
+            site.run_id
+                .and_then(|r| w.observe_lease(r))
+                .map_or(0, |row| self.ns_until(row.expires_at.saturating_sub(early)))
+        };
+        let until_ns = match action {
+            Action::Yield | Action::Crash { .. } => Some(now_ns()),
+            Action::Stall { ms } | Action::Pause { ms } => Some(now_ns() + ms * 1_000_000),
+            Action::StallToExpiry => Some(now_ns() + to_expiry(0)),
+            Action::StallToBeforeExpiry { ms } => {
+                Some(now_ns() + to_expiry(i64::try_from(ms).unwrap_or(i64::MAX)))
+            }
+            Action::PauseUntilTakeover { .. } => None,
+        };
         w.recorder.fault(FaultRec {
+            until_ns,
             at_ns: now_ns(),
             node: self.node,
             point,
@@ -175,10 +192,7 @@ impl Env for SimEnv {
                     Action::StallToBeforeExpiry { ms } => i64::try_from(ms).unwrap_or(i64::MAX),
                     _ => 0,
                 };
-                let wait = site
-                    .run_id
-                    .and_then(|r| w.observe_lease(r))
-                    .map_or(0, |row| self.ns_until(row.expires_at.saturating_sub(early)));
+                let wait = to_expiry(early);
                 Some(Box::pin(async move {
                     if wait > 0 {
                         madsim::time::sleep(Duration::from_nanos(wait)).await;

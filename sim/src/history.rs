@@ -446,6 +446,10 @@ pub struct FaultRec {
     pub call: Option<usize>,
     /// The run the point was reached for, if it names one.
     pub run_id: Option<String>,
+    /// When the delay it injected ends (virtual ns): the fault instant for a yield or a
+    /// crash, the stall's end, the end of a timed pause; `None` for a pause until a takeover
+    /// (its end depends on other processes).
+    pub until_ns: Option<u64>,
 }
 
 /// An engine-moment fault point reached by a node.

@@ -432,6 +432,7 @@ mod tests {
             kind: FaultKind::Stall,
             call: Some(2),
             run_id: Some("r".into()),
+            until_ns: Some(26_000_000),
         });
         let got = names(&h);
         for want in [

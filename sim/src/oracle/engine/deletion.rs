@@ -109,7 +109,7 @@ fn deleted_run_leaves_no_blobs(j: &Judged, out: &mut Vec<Witness>) {
             }
             OpKind::Delete => {
                 let before = order(c);
-                let cascade = j
+                let marked = j
                     .history
                     .marks
                     .iter()
@@ -123,7 +123,7 @@ fn deleted_run_leaves_no_blobs(j: &Judged, out: &mut Vec<Witness>) {
                     .is_some_and(|m| {
                         matches!(m.point, "engine.delete.after_blobs" | "worker.retention.after_blobs")
                     });
-                if !cascade {
+                if !marked && !listed_then_deleted(j, c) {
                     continue;
                 }
                 // A cascade under no lease at all (not retention's, not a host's leased one) is
@@ -170,6 +170,26 @@ fn deleted_run_leaves_no_blobs(j: &Judged, out: &mut Vec<Witness>) {
             _ => {}
         }
     }
+}
+
+/// Whether the process of journal delete `c` listed the run's blobs (an ok `blob_list`)
+/// since its own previous delete of the run: a deletion cascade, by its calls alone, whatever
+/// order it then deleted in. Only a cascade lists a run's blobs and deletes its journal; the
+/// marks of its fault points name the cascades that deleted in the contract's order, this
+/// names the ones that did not.
+fn listed_then_deleted(j: &Judged, c: &Call) -> bool {
+    let same = |l: &&Call| l.node == c.node && l.incarnation == c.incarnation && l.run_id == c.run_id;
+    let since = j
+        .history
+        .calls
+        .iter()
+        .filter(same)
+        .filter(|l| l.op == OpKind::Delete && l.id < c.id)
+        .map(|l| l.id)
+        .max();
+    j.history.calls.iter().filter(same).any(|l| {
+        l.op == OpKind::BlobList && l.outcome.is_ok() && l.id < c.id && since.is_none_or(|s| l.id > s)
+    })
 }
 
 pub const DELETED_RUN_STAYS_DELETED: Property = Property {

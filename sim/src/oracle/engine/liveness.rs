@@ -1,13 +1,14 @@
-//! The liveness family (eventually): after the heal every run settles.
+//! The liveness family: after the heal every run settles (eventually), and a holder left
+//! alone keeps its lease alive (its heartbeat beats the expiry).
 //!
 //! Each property is judged from the apply-ordered history and the engine facts, under the
 //! holder and generation rules of [`super`].
 
 use super::super::contract::{audit, Verdict};
-use super::super::model::Judged;
+use super::super::model::{t, who, GrantWalk, Judged};
 use super::super::{Expectation, Property, Witness};
 use super::*;
-use crate::history::FactKind;
+use crate::history::{Call, FactKind, FaultKind, Outcome, StoreClock};
 
 pub const ALL_RUNS_SETTLE_AFTER_HEAL: Property = Property {
         name: "all_runs_settle_after_heal",
@@ -45,6 +46,91 @@ fn all_runs_settle_after_heal(j: &Judged, out: &mut Vec<Witness>) {
                 call: None,
             });
         }
+    }
+}
+
+pub const A_HOLDER_LEFT_ALONE_KEEPS_ITS_LEASE: Property = Property {
+        name: "a_holder_left_alone_keeps_its_lease",
+        expectation: Expectation::Always,
+        claim: "An engine holder whose process met no injected fault, and none of whose renews failed, since its grant of a run was last renewed never finds that grant lapsed: no call of it is refused because its own grant, still unsuperseded, expired by the clock reading of the check (a heartbeat must beat the ttl; rulvar renews every ttl/3).",
+        not_checked: "Holders whose process met a stall, pause or crash since the last renewal (their lapse has a cause); runs no engine actor started (the store-level actors go silent on purpose); calls whose check the environment did not observe.",
+        check: a_holder_left_alone_keeps_its_lease,
+};
+
+fn a_holder_left_alone_keeps_its_lease(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    let mut refused: Vec<&Call> = j
+        .history
+        .calls
+        .iter()
+        .filter(|c| runs.contains(c.run_id.as_str()))
+        .filter(|c| matches!(&c.outcome, Outcome::Err { code, .. } if code == "lease_held"))
+        .filter(|c| c.lease.as_ref().is_some_and(|l| l.run_id == c.run_id) && c.seen_at.is_some())
+        .collect();
+    refused.sort_by_key(|c| (c.seen_at, c.returned_ns, c.id));
+    let mut said: std::collections::BTreeSet<(&str, u64)> = Default::default();
+    let mut walk = GrantWalk::default();
+    let mut applied = j.applied.iter().peekable();
+    for c in refused {
+        let seen = c.seen_at.unwrap_or(0);
+        while let Some(a) = applied.next_if(|a| a.applied.as_ref().is_some_and(|x| x.order < seen)) {
+            walk.apply(a);
+        }
+        let (Some(l), StoreClock::Read(now)) = (&c.lease, c.store_clock) else { continue };
+        let Some(g) = walk.of(&c.run_id) else { continue };
+        if g.epoch != l.epoch.0 || g.owner != l.owner || g.ended.is_some() || now < g.expires_at {
+            continue;
+        }
+        // When the grant's last renewal (or its acquire) that took effect before the check was
+        // invoked: its expiry is reckoned from its check, and a stall inside it counts.
+        let renewed_ns = j
+            .applied
+            .iter()
+            .filter(|a| a.applied.as_ref().is_some_and(|x| x.order < seen))
+            .filter(|a| a.id == g.call || (a.op == OpKind::Renew && a.lease.as_ref().is_some_and(|x| x == l)))
+            .map(|a| a.invoked_ns)
+            .max()
+            .unwrap_or(g.granted_ns);
+        // A fault of the process counts when its delay overlaps the window from that renewal to
+        // this refusal, or when it fired in a store call still in flight as the window opened (a
+        // stalled call holds the process's store connection: its later calls queue behind it).
+        let faulted = j.history.faults.iter().any(|f| {
+            let in_flight = |id: usize| {
+                j.history
+                    .calls
+                    .get(id)
+                    .is_some_and(|s| s.id == id && s.returned_ns.is_none_or(|r| r >= renewed_ns))
+            };
+            f.node == c.node
+                && f.kind != FaultKind::Yield
+                && f.at_ns <= c.returned_ns.unwrap_or(u64::MAX)
+                && (f.until_ns.is_none_or(|u| u >= renewed_ns) || f.call.is_some_and(in_flight))
+        });
+        let renew_failed = j.history.calls.iter().any(|r| {
+            r.op == OpKind::Renew
+                && r.node == c.node
+                && r.lease.as_ref() == Some(l)
+                && r.invoked_ns >= renewed_ns
+                && r.id < c.id
+                && !r.outcome.is_ok()
+        });
+        if faulted || renew_failed || !said.insert((c.run_id.as_str(), l.epoch.0)) {
+            continue;
+        }
+        out.push(Witness {
+            witness: format!(
+                "run {}: the {} of {} at t={} was refused because its own epoch {} had expired {}ms before (its last renewal was asked at t={}), and its process met no fault since",
+                c.run_id,
+                c.op.as_str(),
+                who(c),
+                t(c.returned_ns.unwrap_or(c.invoked_ns)),
+                l.epoch.0,
+                now - g.expires_at,
+                t(renewed_ns)
+            ),
+            op: Some(c.op.as_str()),
+            call: Some(c.id),
+        });
     }
 }
 

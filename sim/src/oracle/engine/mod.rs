@@ -50,7 +50,9 @@ pub const ALL: &[Property] = &[
     settles::SETTLED_VALUE_MATCHES_WORKFLOW,
     deletion::DELETED_RUN_STAYS_DELETED,
     progress::COMPLETED_RUN_DID_ITS_WORK,
+    progress::EACH_SUSPENSION_ANSWERED_ONCE,
     liveness::ALL_RUNS_SETTLE_AFTER_HEAL,
+    liveness::A_HOLDER_LEFT_ALONE_KEEPS_ITS_LEASE,
 ];
 
 /// The runs an engine actor started (a `Submitted` fact): the engine properties judge only

@@ -1,7 +1,8 @@
 //! The progress family: a run that ends ok did its work. Every op of its workflow has a
 //! terminal, every provider and tool turn of an ok dispatch ran, every await was answered;
 //! and a segment that settles ok after a failed settle dispatched again every op whose last
-//! dispatch ended error, limit or cancelled (terminals that never replay).
+//! dispatch ended error, limit or cancelled (terminals that never replay); and an answer
+//! (a resolution or abandon) goes to an open suspension, once.
 //!
 //! Each property is judged from the apply-ordered history and the engine facts, under the
 //! holder and generation rules of [`super`].
@@ -14,7 +15,7 @@ use super::super::contract::{op_key, settle_status, EntryView, Status};
 use super::super::model::{t, who, Judged};
 use super::super::{Expectation, Property, Witness};
 use super::*;
-use crate::history::{FactKind, OpKind};
+use crate::history::{Call, FactKind, OpKind};
 use crate::ledger::catalog_workflows;
 
 pub const NON_REPLAYABLE_TERMINAL_RERUNS: Property = Property {
@@ -198,6 +199,69 @@ fn completed_run_did_its_work(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const EACH_SUSPENSION_ANSWERED_ONCE: Property = Property {
+        name: "each_suspension_answered_once",
+        expectation: Expectation::Always,
+        claim: "Every resolution or abandon entry that applies answers an open suspension: an external or approval entry of the same run and generation, status suspended, that no earlier applied resolution or abandon answered (rulvar's resolveSuspended refuses any other target, and an attempt that lost the race to answer is no answer).",
+        not_checked: "Runs no engine actor started; what the answer's value holds.",
+        check: each_suspension_answered_once,
+};
+
+fn each_suspension_answered_once(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    // Per run, in this generation: suspension seq -> the call that answered it, if one did.
+    let mut open: BTreeMap<&str, BTreeMap<u64, Option<&Call>>> = BTreeMap::new();
+    for &c in &j.applied {
+        if !runs.contains(c.run_id.as_str()) {
+            continue;
+        }
+        match c.op {
+            OpKind::Delete => {
+                open.remove(c.run_id.as_str());
+            }
+            OpKind::Append => {
+                let Some(e) = entry_of(c) else { continue };
+                let suspensions = open.entry(c.run_id.as_str()).or_default();
+                if matches!(e.kind.as_str(), "external" | "approval") && e.status == "suspended" {
+                    suspensions.insert(e.seq, None);
+                    continue;
+                }
+                if !matches!(e.kind.as_str(), "resolution" | "abandon") {
+                    continue;
+                }
+                let target = e.ref_seq.map_or("no ref".to_string(), |s| format!("seq {s}"));
+                let why = match e.ref_seq.and_then(|s| suspensions.get_mut(&s)) {
+                    None => format!("{target}, which is no suspension of this run's journal"),
+                    Some(Some(first)) => format!(
+                        "{target}, which {}'s {} had already answered at t={}",
+                        who(first),
+                        entry_of(first)
+                            .map_or("entry".to_string(), |f| format!("{} at seq {}", f.kind, f.seq)),
+                        t(Judged::applied_ns(first))
+                    ),
+                    Some(slot) => {
+                        *slot = Some(c);
+                        continue;
+                    }
+                };
+                out.push(Witness {
+                    witness: format!(
+                        "run {}: {}'s {} at seq {} (t={}) answers {why}",
+                        c.run_id,
+                        who(c),
+                        e.kind,
+                        e.seq,
+                        t(Judged::applied_ns(c))
+                    ),
+                    op: Some(c.op.as_str()),
+                    call: Some(c.id),
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -287,5 +351,39 @@ mod tests {
         let mut h = ended_ok("approval", &journal);
         facts(&mut h);
         assert!(h.judge("completed_run_did_its_work").is_empty());
+    }
+
+    #[test]
+    fn a_suspension_answered_twice_or_an_answer_to_nothing_is_caught() {
+        use crate::oracle::testkit::engine::{lease, HistoryBuilder};
+        let mut h = HistoryBuilder::engine_run();
+        let w = h.acquire(0, "w", "r", 1);
+        h.append(0, &w, "r", op_entry(0, "external", "await:k", "suspended", None));
+        let op = lease("r", "op", 2);
+        h.acquire(1, "op", "r", 2);
+        h.append(1, &op, "r", op_entry(1, "resolution", "await:k", "ok", Some(0)));
+        assert!(h.judge("each_suspension_answered_once").is_empty(), "one answer to an open suspension");
+        // A second operator's answer to the same suspension.
+        h.acquire(2, "op2", "r", 3);
+        h.append(2, &lease("r", "op2", 3), "r", op_entry(2, "resolution", "await:k", "ok", Some(0)));
+        let v = h.judge("each_suspension_answered_once");
+        assert!(v.len() == 1 && v[0].witness.contains("had already answered"), "{v:?}");
+        // An answer to an entry that is no suspension.
+        let mut h = HistoryBuilder::engine_run();
+        let w = h.acquire(0, "w", "r", 1);
+        h.append(0, &w, "r", op_entry(0, "step", "op:0:s", "running", None));
+        h.append(0, &w, "r", op_entry(1, "resolution", "await:k", "ok", Some(0)));
+        let v = h.judge("each_suspension_answered_once");
+        assert!(v.len() == 1 && v[0].witness.contains("no suspension"), "{v:?}");
+        // A delete starts a new generation: the recreated run's suspension is open again.
+        let mut h = HistoryBuilder::engine_run();
+        let w = h.acquire(0, "w", "r", 1);
+        h.append(0, &w, "r", op_entry(0, "external", "await:k", "suspended", None));
+        h.append(0, &w, "r", op_entry(1, "resolution", "await:k", "ok", Some(0)));
+        h.delete(0, Some(&w), "r");
+        let w = h.acquire(0, "w", "r", 2);
+        h.append(0, &w, "r", op_entry(0, "external", "await:k", "suspended", None));
+        h.append(0, &w, "r", op_entry(1, "resolution", "await:k", "ok", Some(0)));
+        assert!(h.judge("each_suspension_answered_once").is_empty());
     }
 }
