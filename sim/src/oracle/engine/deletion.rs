@@ -340,4 +340,38 @@ mod tests {
         let v = h.judge("no_live_run_deleted");
         assert_eq!(v.len(), 1, "{v:?}");
     }
+
+    #[test]
+    fn a_cascade_that_deletes_the_journal_before_the_blobs_is_caught_by_its_listing() {
+        use crate::history::{Args, OpKind};
+        // A cascade lists the run's blobs, then (out of order) deletes the journal while a
+        // checkpoint is still stored: no fault-point mark names it a cascade.
+        let cascade = |list: bool| {
+            let mut h = HistoryBuilder::engine_run();
+            let w = h.acquire(0, "w", "r", 1);
+            h.ckpt(0, &w, "r", 3, 1);
+            let d = h.acquire(1, "retention", "r", 2);
+            if list {
+                h.push(1, OpKind::BlobList, "r", None, Args::default(), None);
+                // A read: it applies nothing.
+                h.h.applied_count -= 1;
+                h.h.calls.last_mut().expect("pushed").applied = None;
+            }
+            h.delete(1, Some(&d), "r");
+            h
+        };
+        let v = cascade(true).judge("deleted_run_leaves_no_blobs");
+        assert!(v.len() == 1 && v[0].witness.contains("r/ckpt/3"), "{v:?}");
+        // A bare store delete (no listing, no cascade mark) is not a cascade: not judged.
+        assert!(cascade(false).judge("deleted_run_leaves_no_blobs").is_empty());
+        // The listing must come after the process's previous delete of the run: an older
+        // cascade's listing does not make a later bare delete a cascade.
+        let mut h = cascade(true);
+        let w = h.acquire(0, "w", "r", 3);
+        h.ckpt(0, &w, "r", 5, 1);
+        let d = h.acquire(1, "retention", "r", 4);
+        h.delete(1, Some(&d), "r");
+        let v = h.judge("deleted_run_leaves_no_blobs");
+        assert_eq!(v.len(), 1, "only the listed cascade is judged: {v:?}");
+    }
 }

@@ -153,4 +153,68 @@ mod tests {
         h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
         assert!(h.judge("all_runs_settle_after_heal").is_empty());
     }
+
+    /// Run `r`: node 0 acquires at t=1ms and appends at t=2ms, then (after `gap` ms with no
+    /// renew) asks another append, refused as lapsed by the clock reading of its check.
+    fn lapsed(gap: i64) -> HistoryBuilder {
+        use crate::history::StoreClock;
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "w", "r", 1);
+        h.append(0, &a, "r", running(0));
+        h.now_ms += gap;
+        h.append_lost(0, &a, "r", running(1), "lease_held");
+        let c = h.h.calls.last_mut().expect("pushed");
+        c.store_clock = StoreClock::Read(h.now_ms);
+        c.seen_at = Some(h.h.applied_count);
+        h
+    }
+
+    #[test]
+    fn a_holder_that_lets_its_own_grant_lapse_with_no_fault_is_caught() {
+        use crate::history::{Args, FaultKind, FaultRec, OpKind, Outcome};
+        let v = lapsed(TTL).judge("a_holder_left_alone_keeps_its_lease");
+        assert!(v.len() == 1 && v[0].witness.contains("its own epoch 1 had expired"), "{v:?}");
+        // Within the ttl the grant is live: nothing lapsed.
+        assert!(lapsed(TTL - 10).judge("a_holder_left_alone_keeps_its_lease").is_empty());
+        // A stall of the process inside the window is the lapse's cause.
+        let mut h = lapsed(TTL);
+        let fault = |at_ms: u64, until_ms: u64, node: u32| FaultRec {
+            at_ns: at_ms * 1_000_000,
+            node,
+            point: store::FaultPoint::EngineSettleAfterMeta,
+            kind: FaultKind::Stall,
+            call: None,
+            run_id: Some("r".into()),
+            until_ns: Some(until_ms * 1_000_000),
+        };
+        h.h.faults.push(fault(2, 250, 0));
+        assert!(h.judge("a_holder_left_alone_keeps_its_lease").is_empty(), "stalled");
+        // A stall of another process, or one that ended before the grant, is not.
+        let mut h = lapsed(TTL);
+        h.h.faults.push(fault(2, 250, 1));
+        h.h.faults.push(fault(0, 0, 0));
+        assert_eq!(h.judge("a_holder_left_alone_keeps_its_lease").len(), 1);
+        // A renew the store failed stops the heartbeat for a reason the store gave.
+        let mut h = lapsed(TTL);
+        let a = lease("r", "w", 1);
+        let refused = h.h.calls.pop().expect("the refused append");
+        h.push(0, OpKind::Renew, "r", Some(a), Args::default(), None);
+        h.h.applied_count -= 1;
+        let renew = h.h.calls.last_mut().expect("pushed");
+        renew.applied = None;
+        renew.outcome = Outcome::Err { code: "busy".into(), message: "busy".into() };
+        let mut refused = refused;
+        refused.id = h.h.calls.len();
+        h.h.calls.push(refused);
+        assert!(h.judge("a_holder_left_alone_keeps_its_lease").is_empty(), "its renew failed");
+        // A holder superseded by another grant is told so: not this property's case.
+        let mut h = lapsed(TTL);
+        let refused = h.h.calls.pop().expect("the refused append");
+        h.acquire(1, "v", "r", 2);
+        let mut refused = refused;
+        refused.id = h.h.calls.len();
+        refused.seen_at = Some(h.h.applied_count);
+        h.h.calls.push(refused);
+        assert!(h.judge("a_holder_left_alone_keeps_its_lease").is_empty(), "superseded");
+    }
 }
