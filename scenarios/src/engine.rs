@@ -38,8 +38,8 @@ use sim::verdict::{required, Required};
 use sim::world::{NodeCtx, Scenario, WorldState};
 use store::engine::{audit_run, repair_run, Engine, RepairAction, RunOptions, Worker, Workflow};
 use store::{
-    FaultPoint, JournalStore, LeasableStore, LocalFuture, MetaLookup, Moment, RunFilter, RunMeta, RunStatus,
-    StoreError,
+    FaultPoint, JournalEntry, JournalStore, LeasableStore, LocalFuture, MetaLookup, Moment, RunFilter,
+    RunMeta, RunStatus, StoreError,
 };
 
 type SimEngine = Engine<RecordedStore, RecordedTranscripts, LedgerEffects>;
@@ -94,6 +94,10 @@ pub struct EngineScenario {
     /// Whether a host retries any run of the workload, not only its own: two processes may
     /// retry one run at once (two users retrying one job).
     pub retry_any: bool,
+    /// Whether the operator also delivers again the answer to every suspension of a suspended
+    /// run that is already answered (a webhook delivered twice): the engine must refuse it as
+    /// a config error and append nothing.
+    pub redeliveries: bool,
     /// The coverage goals a sweep must meet, each in a share of its seeds.
     pub coverage: &'static [Required],
 }
@@ -138,6 +142,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
     stops: true,
     solo_worker: false,
     retry_any: false,
+    redeliveries: false,
     coverage: &[
         required("busy_met", 200),
         required("crash_after_commit", 30),
@@ -171,6 +176,7 @@ pub static QUEUE_SOLO: EngineScenario = EngineScenario {
     stops: false,
     solo_worker: true,
     retry_any: true,
+    redeliveries: true,
     coverage: &[
         required("run_resumed_by_a_later_segment", 500),
         required("suspension_resolved", 300),
@@ -197,6 +203,7 @@ pub static F1_STALE_SETTLE: EngineScenario = EngineScenario {
     stops: false,
     solo_worker: false,
     retry_any: false,
+    redeliveries: false,
     coverage: &[
         required("restarted_process_wrote", 40),
         required("run_resumed_by_a_later_segment", 150),
@@ -223,6 +230,7 @@ pub static F2_STALE_CHECKPOINT: EngineScenario = EngineScenario {
     stops: false,
     solo_worker: false,
     retry_any: false,
+    redeliveries: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 150),
         required("superseded_write_refused", 120),
@@ -248,6 +256,7 @@ pub static F4_STALE_RETENTION: EngineScenario = EngineScenario {
     stops: false,
     solo_worker: false,
     retry_any: false,
+    redeliveries: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 60),
         required("superseded_write_refused", 80),
@@ -280,6 +289,7 @@ pub struct QueueShared {
     pub host_deletes: bool,
     pub solo_worker: bool,
     pub retry_any: bool,
+    pub redeliveries: bool,
     /// The runs a host's explicit resume is in flight on, and that host's identity: a hint
     /// for `retry_any` hosts to join (a second resume of a run replaces its entry, the first
     /// to return removes it, and a host that died mid-resume leaves its entry behind, so a
@@ -473,6 +483,7 @@ impl Scenario for EngineScenario {
             host_deletes: self.host_deletes,
             solo_worker: self.solo_worker,
             retry_any: self.retry_any,
+            redeliveries: self.redeliveries,
             retrying: RefCell::new(BTreeMap::new()),
             pending: RefCell::new(BTreeMap::new()),
             submitting: RefCell::new(BTreeSet::new()),
@@ -859,7 +870,7 @@ async fn worker_loop(
         // row), so each counts as in flight while it runs: one stalled across the heal can
         // revive a run after every run looked settled.
         if (sh.heal.get() || r.chance(500))
-            && !sh.in_flight(index, incarnation, resolve_open(engine, sink)).await
+            && !sh.in_flight(index, incarnation, resolve_open(engine, sink, sh.redeliveries)).await
         {
             return;
         }
@@ -1033,20 +1044,33 @@ async fn host_delete(engine: &SimEngine, sink: &FactSink, run_id: &str, leased: 
 }
 
 /// Answer every open suspension of every suspended run, offline. `false`: the process died.
-async fn resolve_open(engine: &SimEngine, sink: &FactSink) -> bool {
+async fn resolve_open(engine: &SimEngine, sink: &FactSink, redeliver: bool) -> bool {
     let filter = RunFilter { status: Some(RunStatus::Suspended), ..RunFilter::default() };
     let Ok(metas) = engine.journal().list_runs(&filter).await else { return true };
+    // Redeliveries wait until every open suspension listed has had its answer, so they never
+    // widen the gap between the listing and an answer.
+    let mut again: Vec<(String, String)> = Vec::new();
     for meta in metas {
         let Ok(entries) = engine.journal().load(&meta.run_id).await else { continue };
-        let open: Vec<String> = entries
-            .iter()
-            .filter(|e| {
-                e.status == "suspended"
-                    && matches!(e.kind.as_str(), "external" | "approval")
-                    && !entries.iter().any(|r| r.ref_seq == Some(e.seq))
-            })
-            .filter_map(|e| e.value.get("key").and_then(|k| k.as_str()).map(str::to_string))
-            .collect();
+        let answered = |e: &JournalEntry| entries.iter().any(|r| r.ref_seq == Some(e.seq));
+        let suspensions = || {
+            entries
+                .iter()
+                .filter(|e| e.status == "suspended" && matches!(e.kind.as_str(), "external" | "approval"))
+        };
+        let key_of = |e: &JournalEntry| e.value.get("key").and_then(|k| k.as_str()).map(str::to_string);
+        let open: Vec<String> = suspensions().filter(|e| !answered(e)).filter_map(key_of).collect();
+        if redeliver {
+            // The answer again, to a key whose every suspension is answered.
+            let mut keys: Vec<String> = suspensions()
+                .filter(|e| answered(e))
+                .filter_map(key_of)
+                .filter(|k| !open.contains(k))
+                .collect();
+            keys.sort();
+            keys.dedup();
+            again.extend(keys.into_iter().map(|k| (meta.run_id.clone(), k)));
+        }
         for key in open {
             match engine.resolve_offline(&meta.run_id, &key, resolution_value(&key)).await {
                 Err(e) if e.is_crash() => return false,
@@ -1057,6 +1081,17 @@ async fn resolve_open(engine: &SimEngine, sink: &FactSink) -> bool {
                 }),
                 Ok(()) => {}
             }
+        }
+    }
+    for (run_id, key) in again {
+        match engine.resolve_offline(&run_id, &key, resolution_value(&key)).await {
+            Err(e) if e.is_crash() => return false,
+            Err(e) => sink.fact(FactKind::Failed {
+                run_id,
+                what: "redelivered answer".into(),
+                error: e.to_string(),
+            }),
+            Ok(()) => {}
         }
     }
     true
