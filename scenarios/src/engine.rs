@@ -169,7 +169,7 @@ const RACING_SOLO: u32 = 45;
 /// what differs is written out.
 pub static QUEUE_SOLO: EngineScenario = EngineScenario {
     name: "queue-solo",
-    describe: "one long-lived queue worker (it remembers the runs it parked) beside hosts that retry any run (two retries of one run race) and operators, with swarm faults, then a heal",
+    describe: "one long-lived queue worker (it remembers the runs it parked) beside hosts that retry any run (two retries of one run race) and operators that also redeliver answers already given, with swarm faults, then a heal",
     retry_per_mille: 250,
     key_points: &[],
     repairs: false,
