@@ -75,8 +75,9 @@ fn a_resolution_that_lands_after_a_suspended_settle_is_not_parked_over() {
     );
 }
 
-/// `queue-solo`'s two workload goals are its own: one worker remembers what it parked and
-/// hosts race retries of one run; `queue`'s hosts retry only their own runs.
+/// `queue-solo`'s workload goals are its own: one worker remembers what it parked, hosts race
+/// retries of one run, and operators deliver answers twice; `queue`'s hosts retry only their
+/// own runs and its operators answer only open suspensions.
 #[test]
 fn only_the_solo_queue_races_retries_of_one_run() {
     let goals = |s: &'static scenarios::engine::EngineScenario| -> Vec<String> {
@@ -90,8 +91,14 @@ fn only_the_solo_queue_races_retries_of_one_run() {
         "24 queue-solo seeds never raced two retries"
     );
     assert!(solo.iter().filter(|g| *g == "parked_run_resumed_by_its_parker").count() >= 12);
+    // Its operators deliver answers again, and the engine refuses each as a config error.
+    assert!(solo.iter().filter(|g| *g == "answer_redelivered_refused").count() >= 12);
     let queue = goals(&QUEUE);
     assert!(!queue.iter().any(|g| g == "retries_of_one_run_raced"), "queue hosts retry only their own runs");
+    assert!(
+        !queue.iter().any(|g| g == "answer_redelivered_refused"),
+        "queue's operators answer only open suspensions"
+    );
 }
 
 #[test]

@@ -88,6 +88,11 @@ pub const GOALS: &[Goal] = &[
         claim: "A grant one of whose journal appends failed went on to journal a run_settle (a seq gap the segment wrote past, and a settle the integrity latch had to decide: no_clean_settle_over_a_lost_append had something to judge).",
         check: lost_append_then_settled,
     },
+    Goal {
+        name: "answer_redelivered_refused",
+        claim: "An answer delivered again to a suspension already answered was refused by the engine as a config error (each_suspension_answered_once had a second answer to judge).",
+        check: answer_redelivered_refused,
+    },
 ];
 
 /// The goals one run met.
@@ -249,6 +254,13 @@ fn retries_of_one_run_raced(j: &Judged) -> bool {
 
 fn lost_append_then_settled(j: &Judged) -> bool {
     !super::engine::settles::settles_after_a_lost_append(j).is_empty()
+}
+
+fn answer_redelivered_refused(j: &Judged) -> bool {
+    j.history
+        .facts
+        .iter()
+        .any(|f| matches!(&f.kind, FactKind::Failed { what, .. } if what == "redelivered answer refused"))
 }
 
 #[cfg(test)]
