@@ -962,13 +962,7 @@ fn census_filter(r: &mut impl Draw, sh: &QueueShared, nodes: u32) -> RunFilter {
         // `status` beside `statuses`: the two combine as either-matches, and `statuses` widens
         // the single status without replacing it.
         4 => RunFilter { status: Some(status), statuses: Some(statuses), ..RunFilter::default() },
-        _ => RunFilter {
-            name: Some(name),
-            status: Some(status),
-            statuses: Some(statuses),
-            tags: Some(tags),
-            ..RunFilter::default()
-        },
+        _ => RunFilter { name: Some(name), status: Some(status), statuses: Some(statuses), tags: Some(tags) },
     }
 }
 
