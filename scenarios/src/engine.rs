@@ -460,13 +460,18 @@ impl Scenario for EngineScenario {
                 let options = if self.labels {
                     let host = format!("host-{}", i % plan.knobs.nodes.max(1));
                     let kind = if tmp { "tmp" } else { "kept" };
+                    // A label of its own, not the workflow's name: a store that filters
+                    // `name` on `workflowName` answers differently.
                     RunOptions {
-                        name: Some(name.to_string()),
+                        name: Some(format!("{name}-{kind}")),
+                        budget_usd: None,
                         tags: Some(vec!["queue".into(), host, kind.into()]),
                     }
                 } else {
                     RunOptions::default()
                 };
+                // A recorded field every segment's meta must carry verbatim.
+                let options = RunOptions { budget_usd: Some(1 + i as u32 % 5), ..options };
                 RunSpec {
                     run_id: run_id(if tmp { "tmp" } else { "run" }, i as usize),
                     workflow: registry.get(name).cloned().unwrap_or_else(Workflow::happy),
@@ -937,11 +942,13 @@ async fn audit_repair(engine: &SimEngine, sink: &FactSink, index: u32, incarnati
 const TERMINAL: [RunStatus; 4] =
     [RunStatus::Ok, RunStatus::Error, RunStatus::Cancelled, RunStatus::Exhausted];
 
-/// An operator's census filter: a name, tags, a `status` and `statuses`, alone or combined,
+/// An operator's census filter: a name (a run's label or a workflow's), tags, a `status` and `statuses`, alone or combined,
 /// drawn so that each excludes some runs and matches others (names and tags no run carries
 /// included).
 fn census_filter(r: &mut impl Draw, sh: &QueueShared, nodes: u32) -> RunFilter {
-    let mut names: Vec<String> = sh.runs.iter().map(|s| s.workflow.name.clone()).collect();
+    // The runs' labels, and their workflows' names (which no label equals).
+    let mut names: Vec<String> = sh.runs.iter().filter_map(|s| s.options.name.clone()).collect();
+    names.extend(sh.runs.iter().map(|s| s.workflow.name.clone()));
     names.sort();
     names.dedup();
     names.push("nobody".into());

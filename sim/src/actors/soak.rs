@@ -17,7 +17,9 @@
 //! lease of the incarnation it deleted: a leased delete, attributed to that earlier grant
 //! (`history::under_grant`). The epoch tombstone makes the new grant's epoch higher and the
 //! probe is refused; a store that forgets a run's epoch with the run grants the same epoch
-//! again and the old lease passes (T). rulvar's writer makes none of these.
+//! again and the old lease passes (T). After one accepted op-mix blob put in four, the
+//! writer lists the run's blobs mid-storm, half the time after putting the slashless ref
+//! `soak-run` (stored, never listed: T3). rulvar's writer makes none of these.
 //!
 //! Runtime-agnostic: the writer never names a runtime. Its clock and sleeps come from the
 //! store's [`Env`] (virtual time on madsim, the wall clock and `std::thread::sleep` in a
@@ -290,6 +292,8 @@ pub struct Writer {
     pub probe_rng: RefCell<ChaCha8Rng>,
     /// The recreate probe's dice (a stream of its own: the other probes draw as before).
     pub recreate_rng: RefCell<ChaCha8Rng>,
+    /// The listing probe's dice (a stream of its own, for the same reason).
+    pub listing_rng: RefCell<ChaCha8Rng>,
 }
 
 impl Writer {
@@ -298,6 +302,7 @@ impl Writer {
         let stream = u64::from(spec.w) * 1000 + u64::from(spec.incarnation);
         let probe_rng = rng(spec.seed, "soak-probes", stream);
         let recreate_rng = rng(spec.seed, "soak-recreate", stream);
+        let listing_rng = rng(spec.seed, "soak-listing", stream);
         let rng = rng(spec.seed, "workload", stream);
         Writer {
             surfaces: spec.surfaces,
@@ -312,6 +317,7 @@ impl Writer {
             rng: RefCell::new(rng),
             probe_rng: RefCell::new(probe_rng),
             recreate_rng: RefCell::new(recreate_rng),
+            listing_rng: RefCell::new(listing_rng),
         }
     }
 
@@ -496,8 +502,11 @@ impl Writer {
                 let bytes = json!({ "soak": { "nonce": n } }).to_string().into_bytes();
                 match self.attempt("blob-put", || self.blobs.put(&r, &bytes, Some(&lease))).await? {
                     Try::Ok(()) => {
-                        self.log("accept", Some("blob-put"), Some(epoch), Some(n));
+                        self.log("accept", Some("blob-put"), Some(epoch), Some(n.clone()));
                         counter += 1;
+                        if self.surfaces == Surfaces::All {
+                            alive = self.listing_probe(&lease, &n).await?;
+                        }
                     }
                     _ => {
                         self.log("fence-kick", Some("blob-put"), Some(epoch), None);
@@ -588,6 +597,36 @@ impl Writer {
                 return Ok(false);
             }
         }
+        Ok(true)
+    }
+
+    /// fencesim addition: one accepted op-mix blob put in four, list the run's blobs (T3, a
+    /// read `reads_see_serial_history` judges against its own model); half of those first
+    /// put the slashless ref `soak-run` under the live lease (legal, fenced on the run it
+    /// names, stored but never listed), as rulvar's sqlite unit test does. rulvar's soak
+    /// compares the listing once, at the end; this one lists mid-storm, between the other
+    /// writers' puts and deletes. Returns whether the lease is still alive.
+    async fn listing_probe(&self, lease: &Lease, nonce: &str) -> Result<bool, Fatal> {
+        let roll = self.listing_rng.borrow_mut().unit();
+        if roll >= 0.25 {
+            return Ok(true);
+        }
+        let epoch = lease.epoch.0;
+        if roll < 0.125 {
+            let bytes = json!({ "soak": { "slashless": nonce } }).to_string().into_bytes();
+            match self.attempt("blob-put", || self.blobs.put(SOAK_RUN, &bytes, Some(lease))).await? {
+                Try::Ok(()) => self.log("slashless-put", Some("blob-put"), Some(epoch), None),
+                _ => {
+                    self.log("fence-kick", Some("blob-put"), Some(epoch), None);
+                    return Ok(false);
+                }
+            }
+        }
+        let refs = match self.attempt("blob-list", || self.blobs.list(SOAK_RUN)).await? {
+            Try::Ok(refs) => refs,
+            _ => return Ok(true),
+        };
+        self.log_msg("listed", Some("blob-list"), format!("{} refs", refs.len()));
         Ok(true)
     }
 

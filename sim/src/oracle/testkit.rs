@@ -165,6 +165,25 @@ pub mod engine {
             self.push(node, OpKind::PutMeta, run, l.cloned(), args, None);
             self.fin.meta.insert(run.into(), m);
         }
+        /// A meta write with more fields (`more`'s, merged over the ones [`Self::meta`] writes).
+        pub fn meta_with(
+            &mut self,
+            node: u32,
+            l: Option<&Lease>,
+            run: &str,
+            status: RunStatus,
+            segments: u64,
+            more: Value,
+        ) {
+            let mut m = json!({"runId": run, "status": Status::of(status).word(), "segments": segments});
+            if let (Some(o), Some(more)) = (m.as_object_mut(), more.as_object()) {
+                o.extend(more.clone());
+            }
+            let m = m.to_string();
+            let args = Args { payload: Some(m.clone()), ..Args::default() };
+            self.push(node, OpKind::PutMeta, run, l.cloned(), args, None);
+            self.fin.meta.insert(run.into(), m);
+        }
         pub fn append(&mut self, node: u32, l: &Lease, run: &str, e: Value) {
             let args = Args { seq: e["seq"].as_u64(), payload: Some(e.to_string()), ..Args::default() };
             self.push(node, OpKind::Append, run, Some(l.clone()), args, None);

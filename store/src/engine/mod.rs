@@ -64,12 +64,14 @@ pub struct Outcome {
 }
 
 /// rulvar's `RunOptions`, as far as the store sees them: the `name` and `tags` a fresh run
-/// writes into its meta (docs/engine-model.md 1.3). A resume passes no options, so a resumed
-/// segment's meta drops both.
+/// writes into its meta (docs/engine-model.md 1.3), and one of the recorded fields, the
+/// `budgetUsd` (whole dollars here). A resume passes no options, so a resumed segment's
+/// meta drops `name` and `tags`; it carries the recorded fields verbatim (1.2 step 9).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RunOptions {
     pub name: Option<String>,
     pub tags: Option<Vec<String>>,
+    pub budget_usd: Option<u32>,
 }
 
 /// Which settlement write failed.

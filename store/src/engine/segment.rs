@@ -214,6 +214,9 @@ where
                 carried.workflow_name = Some(wf.name.clone());
                 carried.name = options.name.clone();
                 carried.tags = options.tags.clone();
+                if let Some(budget) = options.budget_usd {
+                    carried.extra.insert("budgetUsd".into(), json!(budget));
+                }
                 Prepared {
                     prior: Vec::new(),
                     segments_before: 0,

@@ -1,13 +1,13 @@
 //! The meta family: a run's meta record as the engine keeps it. Its `segments` counter
-//! never goes back and every boot bumps it, and a terminal meta never runs ahead of its
-//! journal.
+//! never goes back and every boot bumps it, a terminal meta never runs ahead of its
+//! journal, and the recorded fields a resume copies stay as the run recorded them.
 //!
 //! Each property is judged from the apply-ordered history and the engine facts, under the
 //! holder and generation rules of [`super`].
 
 use std::collections::BTreeMap;
 
-use super::super::contract::{audit, EntryView, Verdict};
+use super::super::contract::{audit, EntryView, MetaView, Verdict};
 use super::super::model::{t, who, Judged};
 use super::super::{Expectation, Property, Witness};
 use super::*;
@@ -153,6 +153,77 @@ fn journal_never_behind_meta(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+/// The fields rulvar's resume carries verbatim from the recorded meta
+/// (docs/engine-model.md 1.2 step 9; `genesis` also in 1.3): named here from the contract,
+/// not from the engine model.
+const RECORDED_FIELDS: [&str; 11] = [
+    "genesis",
+    "argsProvided",
+    "argsHash",
+    "budgetUsd",
+    "maxInFlightExposureUsd",
+    "strictPricing",
+    "budgetPolicy",
+    "scope",
+    "scopeNormalize",
+    "configFingerprint",
+    "execKeyDerivation",
+];
+
+pub const RECORDED_FIELDS_CARRIED: Property = Property {
+        name: "recorded_fields_carried",
+        expectation: Expectation::Always,
+        claim: "Within one generation of a run, every applied meta write carries the recorded fields (genesis, argsHash, budgetUsd and the rest a resume copies verbatim) exactly as the generation's first applied meta write has them: present with the same value, or absent.",
+        not_checked: "Whether the first write recorded what the run was started with (only that nothing later drops or changes it); name and tags, which a resume drops by the contract.",
+        check: recorded_fields_carried,
+};
+
+fn recorded_fields_carried(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    // Per run: the generation's first applied meta write, and its recorded fields.
+    let mut first: BTreeMap<&str, (&Call, Vec<Option<serde_json::Value>>)> = BTreeMap::new();
+    let recorded = |m: &MetaView| -> Vec<Option<serde_json::Value>> {
+        RECORDED_FIELDS.iter().map(|f| m.raw.get(*f).cloned()).collect()
+    };
+    for &c in j.applied.iter().filter(|c| runs.contains(c.run_id.as_str())) {
+        match c.op {
+            OpKind::Delete => {
+                first.remove(c.run_id.as_str());
+            }
+            OpKind::PutMeta => {
+                let Some(m) = meta_of(c) else { continue };
+                let fields = recorded(&m);
+                let Some((fc, want)) = first.get(c.run_id.as_str()) else {
+                    first.insert(c.run_id.as_str(), (c, fields));
+                    continue;
+                };
+                let show = |v: &Option<serde_json::Value>| {
+                    v.as_ref().map_or("absent".to_string(), |v| v.to_string())
+                };
+                if let Some(i) = (0..RECORDED_FIELDS.len()).find(|&i| fields[i] != want[i]) {
+                    out.push(Witness {
+                        witness: format!(
+                            "run {}: {}'s meta write ({}) at t={} has {} {}, but the generation's first meta write, {}'s at t={}, recorded {}",
+                            c.run_id,
+                            who(c),
+                            m.status,
+                            t(Judged::applied_ns(c)),
+                            RECORDED_FIELDS[i],
+                            show(&fields[i]),
+                            who(fc),
+                            t(Judged::applied_ns(fc)),
+                            show(&want[i])
+                        ),
+                        op: Some(c.op.as_str()),
+                        call: Some(c.id),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -173,6 +244,59 @@ mod tests {
         let v = h.judge("segments_never_regress");
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].witness.contains("segments=1"), "{}", v[0].witness);
+    }
+
+    #[test]
+    fn a_resume_that_drops_a_recorded_field_is_caught() {
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        let rec = serde_json::json!({"genesis": "g1", "budgetUsd": 3, "name": "label"});
+        h.meta_with(0, Some(&a), "r", RunStatus::Running, 1, rec.clone());
+        let b = h.acquire(1, "b", "r", 2);
+        // A resume drops `name` (the contract lets it) and keeps the recorded fields.
+        h.meta_with(
+            1,
+            Some(&b),
+            "r",
+            RunStatus::Running,
+            2,
+            serde_json::json!({"genesis": "g1", "budgetUsd": 3}),
+        );
+        assert!(h.judge("recorded_fields_carried").is_empty());
+        h.meta_with(1, Some(&b), "r", RunStatus::Ok, 2, serde_json::json!({"genesis": "g1"}));
+        let v = h.judge("recorded_fields_carried");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("budgetUsd absent"), "{}", v[0].witness);
+        assert!(v[0].witness.contains("recorded 3"), "{}", v[0].witness);
+    }
+
+    #[test]
+    fn a_new_generation_records_afresh() {
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.meta_with(
+            0,
+            Some(&a),
+            "r",
+            RunStatus::Running,
+            1,
+            serde_json::json!({"genesis": "g1", "budgetUsd": 3}),
+        );
+        h.delete(0, Some(&a), "r");
+        let b = h.acquire(1, "b", "r", 2);
+        h.meta_with(
+            1,
+            Some(&b),
+            "r",
+            RunStatus::Running,
+            1,
+            serde_json::json!({"genesis": "g2", "budgetUsd": 4}),
+        );
+        assert!(h.judge("recorded_fields_carried").is_empty());
+        h.meta_with(1, Some(&b), "r", RunStatus::Ok, 1, serde_json::json!({"genesis": "g1", "budgetUsd": 4}));
+        let v = h.judge("recorded_fields_carried");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("genesis \"g1\""), "{}", v[0].witness);
     }
 
     #[test]

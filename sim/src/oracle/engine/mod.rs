@@ -37,6 +37,7 @@ pub const ALL: &[Property] = &[
     meta::SEGMENTS_NEVER_REGRESS,
     meta::EVERY_BOOT_BUMPS_SEGMENTS,
     meta::JOURNAL_NEVER_BEHIND_META,
+    meta::RECORDED_FIELDS_CARRIED,
     settles::SETTLE_FOLLOWS_SEGMENT_WORK,
     settles::NO_CLEAN_SETTLE_OVER_A_LOST_APPEND,
     settles::NO_STRANDED_RUN,
