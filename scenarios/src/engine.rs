@@ -787,20 +787,29 @@ const STOP_PER_MILLE: u32 = 300;
 
 /// One sweep of `worker`; when `stop_after_ms` is set, the worker is stopped that long into
 /// it (the drive in progress, if any, settles `cancelled`).
+/// The stop and the return of the sweep it interrupted are recorded as facts
+/// (`a_stopped_worker_takes_no_run` judges what the worker did in between).
 async fn sweep_maybe_stopped(
     worker: &SimWorker,
+    sink: &FactSink,
     stop_after_ms: Option<u64>,
 ) -> Result<store::engine::SweepReport, store::engine::EngineError> {
     let Some(ms) = stop_after_ms else { return worker.sweep().await };
     let stopper = async move {
         madsim::time::sleep(Duration::from_millis(ms)).await;
         worker.stop();
+        sink.fact(FactKind::WorkerStopped);
         std::future::pending::<()>().await
     };
-    match futures::future::select(Box::pin(worker.sweep()), Box::pin(stopper)).await {
+    // The stopper never completes: the sweep's return ends the select.
+    let swept = match futures::future::select(Box::pin(worker.sweep()), Box::pin(stopper)).await {
         futures::future::Either::Left((swept, _)) => swept,
         futures::future::Either::Right(((), swept)) => swept.await,
+    };
+    if worker.stopped() && !matches!(swept, Err(ref e) if e.is_crash()) {
+        sink.fact(FactKind::StoppedSweepReturned);
     }
+    swept
 }
 
 /// A host's submission of `spec`, until the run has a meta row. A submission that failed
@@ -853,7 +862,7 @@ async fn worker_loop(
         let stop_after_ms =
             (sh.stops && !sh.heal.get() && sr.chance(STOP_PER_MILLE)).then(|| sr.between(5, 150));
         let swept = if sweeps {
-            sh.in_flight(index, incarnation, sweep_maybe_stopped(&worker, stop_after_ms)).await
+            sh.in_flight(index, incarnation, sweep_maybe_stopped(&worker, sink, stop_after_ms)).await
         } else {
             Ok(store::engine::SweepReport::default())
         };

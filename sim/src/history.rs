@@ -362,6 +362,10 @@ pub enum FactKind {
     Failed { run_id: String, what: String, error: String },
     /// The heal began: faults off, every node restarted.
     Healed,
+    /// A queue worker (this fact's owner) was told to stop (`Worker::stop`) while it swept.
+    WorkerStopped,
+    /// The sweep that worker was in when it was told to stop returned.
+    StoppedSweepReturned,
 }
 
 /// One engine fact.
@@ -721,6 +725,8 @@ impl Recorder {
             }
             FactKind::Failed { run_id, what, error } => (format!("FAILED {what} {run_id}"), error.clone()),
             FactKind::Healed => ("HEAL".to_string(), "faults off, every node up".to_string()),
+            FactKind::WorkerStopped => ("WORKER STOP".to_string(), String::new()),
+            FactKind::StoppedSweepReturned => ("WORKER STOPPED SWEEP RETURNED".to_string(), String::new()),
         };
         let node_col = if matches!(kind, FactKind::Healed) { None } else { Some(node) };
         h.events.push(Event {

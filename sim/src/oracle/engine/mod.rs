@@ -15,7 +15,7 @@
 //! and counters are judged within one generation.
 //!
 //! One file per invariant family, each with its claim in its header: [`meta`], [`settles`],
-//! [`payments`], [`progress`], [`deletion`], [`liveness`]. This file holds what they share:
+//! [`payments`], [`progress`], [`deletion`], [`liveness`], [`workers`]. This file holds what they share:
 //! which runs are judged, grants and deletions per run, and per-dispatch progress.
 
 use std::collections::BTreeMap;
@@ -31,6 +31,7 @@ pub mod meta;
 pub mod payments;
 pub mod progress;
 pub mod settles;
+pub mod workers;
 
 /// Every engine-level property, in report order.
 pub const ALL: &[Property] = &[
@@ -54,6 +55,7 @@ pub const ALL: &[Property] = &[
     progress::EACH_SUSPENSION_ANSWERED_ONCE,
     liveness::ALL_RUNS_SETTLE_AFTER_HEAL,
     liveness::A_HOLDER_LEFT_ALONE_KEEPS_ITS_LEASE,
+    workers::A_STOPPED_WORKER_TAKES_NO_RUN,
 ];
 
 /// The runs an engine actor started (a `Submitted` fact): the engine properties judge only
