@@ -56,6 +56,7 @@ pub const ALL: &[Property] = &[
     liveness::ALL_RUNS_SETTLE_AFTER_HEAL,
     liveness::A_HOLDER_LEFT_ALONE_KEEPS_ITS_LEASE,
     workers::A_STOPPED_WORKER_TAKES_NO_RUN,
+    workers::A_TAKEN_LEASE_IS_GIVEN_BACK,
 ];
 
 /// The runs an engine actor started (a `Submitted` fact): the engine properties judge only

@@ -1,14 +1,20 @@
-//! The worker family: what a queue worker does with the runs it takes. A worker told to
-//! stop takes no further run (rulvar's `stop()`, docs/engine-model.md 5.2 step 6: the drive
-//! in progress is cancelled and settles, the sweep takes nothing more and returns).
+//! The worker family: what an engine process does with the runs and leases it takes.
 //!
-//! Judged from the engine facts the scenario records around a stop (`WorkerStopped` when
-//! it is told, `StoppedSweepReturned` when the sweep it interrupted returns) and the
-//! grants to the stopped worker's owner identity applied between the two.
+//! - A worker told to stop takes no further run (rulvar's `stop()`, docs/engine-model.md 5.2
+//!   step 6: the drive in progress is cancelled and settles, the sweep takes nothing more and
+//!   returns). Judged from the engine facts the scenario records around a stop
+//!   (`WorkerStopped` when it is told, `StoppedSweepReturned` when the sweep it interrupted
+//!   returns) and the grants to the stopped worker's owner identity applied between the two.
+//! - A lease taken is given back: every path of rulvar's engine that acquires (a segment's
+//!   own lease, a worker's drive, the brief leases of retention, pruning, repair and offline
+//!   resolution) releases in a `finally`, so a process that goes on living never leaves a
+//!   grant to lapse unreleased. Judged from the grants, the calls that carry them, and the
+//!   injected faults.
 
 use super::super::model::{t, who, Judged};
 use super::super::{Expectation, Property, Witness};
-use crate::history::{FactKind, OpKind};
+use super::engine_runs;
+use crate::history::{Call, FactKind, FaultKind, OpKind};
 
 pub const A_STOPPED_WORKER_TAKES_NO_RUN: Property = Property {
         name: "a_stopped_worker_takes_no_run",
@@ -57,9 +63,93 @@ fn a_stopped_worker_takes_no_run(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const A_TAKEN_LEASE_IS_GIVEN_BACK: Property = Property {
+        name: "a_taken_lease_is_given_back",
+        expectation: Expectation::Always,
+        claim: "An engine process granted a run's lease releases it (or loses it to a later grant or a delete of the run) before the grant lapses, whenever its process lives past that lapse and met no injected fault while it held the grant: no engine path walks away from a lease and leaves the run blocked for a ttl.",
+        not_checked: "Processes that met a stall, pause or crash while they held the grant, or that made no call after its lapse (a crash or the end of the run); a grant whose holder still used it at or after its lapse (the heartbeat property judges that); runs no engine actor started.",
+        check: a_taken_lease_is_given_back,
+};
+
+/// When the lease a mutation (an acquire or a renew) set expires, in virtual ns: the row's
+/// expiry is in the store's ms, reckoned from the store clock of the commit.
+fn expiry_ns(c: &Call) -> Option<u64> {
+    let a = c.applied.as_ref()?;
+    let row = a.lease_row.as_ref()?;
+    let ms = u64::try_from(row.expires_at.checked_sub(a.store_now_ms)?).ok()?;
+    Some(a.at_ns.saturating_add(ms.saturating_mul(1_000_000)))
+}
+
+fn a_taken_lease_is_given_back(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    let calls = &j.history.calls;
+    for &g in j.applied.iter().filter(|c| c.op == OpKind::Acquire && runs.contains(c.run_id.as_str())) {
+        let (Some(lease), true) = (&g.granted, g.outcome.is_ok()) else { continue };
+        let granted_at = super::order(g);
+        // Lost: a later grant of the run, or a delete of it (which removes the lease row).
+        let lost = j.applied.iter().any(|c| {
+            c.run_id == g.run_id
+                && matches!(c.op, OpKind::Acquire | OpKind::Delete)
+                && super::order(c) > granted_at
+        });
+        if lost {
+            continue;
+        }
+        let uses: Vec<&Call> = calls
+            .iter()
+            .filter(|c| c.node == g.node && c.incarnation == g.incarnation && c.lease.as_ref() == Some(lease))
+            .collect();
+        if uses.iter().any(|c| c.op == OpKind::Release) {
+            continue;
+        }
+        let Some(lapse) = std::iter::once(g)
+            .chain(uses.iter().copied().filter(|c| c.op == OpKind::Renew))
+            .filter_map(expiry_ns)
+            .max()
+        else {
+            continue;
+        };
+        // Still in use at the lapse (or after it): the heartbeat property's ground.
+        if uses.iter().any(|c| c.invoked_ns >= lapse || c.returned_ns.is_none_or(|r| r >= lapse)) {
+            continue;
+        }
+        let faulted = j.history.faults.iter().any(|f| {
+            f.node == g.node
+                && f.kind != FaultKind::Yield
+                && f.at_ns <= lapse
+                && f.until_ns.is_none_or(|u| u >= g.invoked_ns)
+        });
+        if faulted {
+            continue;
+        }
+        let Some(later) =
+            calls.iter().find(|c| c.node == g.node && c.incarnation == g.incarnation && c.invoked_ns > lapse)
+        else {
+            continue;
+        };
+        let last = uses.iter().map(|c| c.invoked_ns).max().unwrap_or(g.invoked_ns);
+        out.push(Witness {
+            witness: format!(
+                "run {}: {} was granted epoch {} at t={}, last used it at t={} and let it lapse unreleased at t={}, while its process went on (its {} of run {} at t={})",
+                g.run_id,
+                who(g),
+                lease.epoch.0,
+                t(g.invoked_ns),
+                t(last),
+                t(lapse),
+                later.op.as_str(),
+                later.run_id,
+                t(later.invoked_ns)
+            ),
+            op: Some(g.op.as_str()),
+            call: Some(g.id),
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use crate::history::FactKind;
+    use crate::history::{Args, FactKind, FaultKind, FaultRec, OpKind};
     use crate::oracle::testkit::engine::*;
 
     #[test]
@@ -75,6 +165,51 @@ mod tests {
         h.fact(0, "w", FactKind::StoppedSweepReturned);
         h.acquire(0, "w", "t", 1);
         assert!(h.judge("a_stopped_worker_takes_no_run").is_empty(), "a fresh worker after the return");
+    }
+
+    /// Run r granted to n0 at 1 ms (expiring at 1 + TTL), then, `after` ms later, a call of
+    /// the same process on another run; `released`: n0 gives r back first.
+    fn walked_away(after: i64, released: bool) -> HistoryBuilder {
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "w", "r", 1);
+        if released {
+            h.push(0, OpKind::Release, "r", Some(a), Args::default(), None);
+        }
+        h.now_ms += after;
+        h.acquire(0, "w", "s", 1);
+        h
+    }
+
+    #[test]
+    fn a_lease_left_to_lapse_by_a_living_process_is_caught() {
+        let v = walked_away(TTL + 5, false).judge("a_taken_lease_is_given_back");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("let it lapse unreleased"), "{}", v[0].witness);
+        assert!(v[0].witness.contains("acquire of run s"), "{}", v[0].witness);
+        // Released, or the process's next call came before the lapse (it may still release).
+        assert!(walked_away(TTL + 5, true).judge("a_taken_lease_is_given_back").is_empty());
+        assert!(walked_away(TTL - 10, false).judge("a_taken_lease_is_given_back").is_empty());
+        // A stall of the process while it held the grant excuses the lapse; another node's does not.
+        for (node, excused) in [(0, true), (1, false)] {
+            let mut h = walked_away(TTL + 5, false);
+            h.h.faults.push(FaultRec {
+                at_ns: 2_000_000,
+                node,
+                point: store::FaultPoint::WorkerSweepAfterAcquire,
+                kind: FaultKind::Stall,
+                call: None,
+                run_id: Some("r".into()),
+                until_ns: Some(50_000_000),
+            });
+            assert_eq!(h.judge("a_taken_lease_is_given_back").is_empty(), excused, "node {node}");
+        }
+        // A later grant of the run to someone else ends the holder's duty.
+        let mut h = HistoryBuilder::engine_run();
+        h.acquire(0, "w", "r", 1);
+        h.now_ms += TTL + 5;
+        h.acquire(1, "v", "r", 2);
+        h.acquire(0, "w", "s", 1);
+        assert!(h.judge("a_taken_lease_is_given_back").is_empty());
     }
 
     #[test]
