@@ -53,6 +53,7 @@ pub const ALL: &[Property] = &[
     deletion::DELETED_RUN_STAYS_DELETED,
     progress::COMPLETED_RUN_DID_ITS_WORK,
     progress::EACH_SUSPENSION_ANSWERED_ONCE,
+    progress::EACH_DISPATCH_ENDS_ONCE,
     liveness::ALL_RUNS_SETTLE_AFTER_HEAL,
     liveness::A_HOLDER_LEFT_ALONE_KEEPS_ITS_LEASE,
     workers::A_STOPPED_WORKER_TAKES_NO_RUN,

@@ -2,7 +2,8 @@
 //! terminal, every provider and tool turn of an ok dispatch ran, every await was answered;
 //! and a segment that settles ok after a failed settle dispatched again every op whose last
 //! dispatch ended error, limit or cancelled (terminals that never replay); and an answer
-//! (a resolution or abandon) goes to an open suspension, once.
+//! (a resolution or abandon) goes to an open suspension, once, as a terminal goes to a live
+//! dispatch, once.
 //!
 //! Each property is judged from the apply-ordered history and the engine facts, under the
 //! holder and generation rules of [`super`].
@@ -262,11 +263,108 @@ fn each_suspension_answered_once(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const EACH_DISPATCH_ENDS_ONCE: Property = Property {
+        name: "each_dispatch_ends_once",
+        expectation: Expectation::Always,
+        claim: "Every agent, step or child terminal that applies ends a dispatch of its run's journal in this generation: a running entry of the same kind and key that no earlier applied terminal ended (a dispatch has one terminal; a cancel drains only a dispatch still live).",
+        not_checked: "Runs no engine actor started; which status the terminal has.",
+        check: each_dispatch_ends_once,
+};
+
+fn each_dispatch_ends_once(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    // Per run, in this generation: running seq -> (kind, key, the call that ended it, if one did).
+    type Dispatches<'h> = BTreeMap<u64, (String, String, Option<&'h Call>)>;
+    let mut live: BTreeMap<&str, Dispatches> = BTreeMap::new();
+    for &c in &j.applied {
+        if !runs.contains(c.run_id.as_str()) {
+            continue;
+        }
+        match c.op {
+            OpKind::Delete => {
+                live.remove(c.run_id.as_str());
+            }
+            OpKind::Append => {
+                let Some(e) = entry_of(c) else { continue };
+                if !matches!(e.kind.as_str(), "agent" | "step" | "child") {
+                    continue;
+                }
+                let dispatches = live.entry(c.run_id.as_str()).or_default();
+                if e.status == "running" {
+                    dispatches.insert(e.seq, (e.kind.clone(), e.key.clone(), None));
+                    continue;
+                }
+                let target = e.ref_seq.map_or("no ref".to_string(), |s| format!("seq {s}"));
+                let why = match e.ref_seq.and_then(|s| dispatches.get_mut(&s)) {
+                    Some((kind, key, _)) if *kind != e.kind || *key != e.key => {
+                        format!("{target}, a dispatch of {kind} {key:?}, not of this {} {:?}", e.kind, e.key)
+                    }
+                    None => format!("{target}, which is no running entry of this run's journal"),
+                    Some((_, _, Some(first))) => format!(
+                        "{target}, which {}'s {} had already ended at t={}",
+                        who(first),
+                        entry_of(first).map_or("entry".to_string(), |f| format!(
+                            "{} terminal at seq {}",
+                            f.status, f.seq
+                        )),
+                        t(Judged::applied_ns(first))
+                    ),
+                    Some((_, _, slot)) => {
+                        *slot = Some(c);
+                        continue;
+                    }
+                };
+                out.push(Witness {
+                    witness: format!(
+                        "run {}: {}'s {} {} terminal at seq {} (t={}) ends {why}",
+                        c.run_id,
+                        who(c),
+                        e.status,
+                        e.kind,
+                        e.seq,
+                        t(Judged::applied_ns(c))
+                    ),
+                    op: Some(c.op.as_str()),
+                    call: Some(c.id),
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use crate::oracle::testkit::engine::*;
+
+    #[test]
+    fn a_dispatch_ended_twice_is_caught() {
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "w", "r", 1);
+        h.append(0, &a, "r", op_entry(1, "agent", "op:0:one", "running", None));
+        h.append(0, &a, "r", op_entry(2, "agent", "op:0:one", "ok", Some(1)));
+        h.append(0, &a, "r", op_entry(3, "step", "op:1:two", "running", None));
+        assert!(h.judge("each_dispatch_ends_once").is_empty());
+        // A cancel drain over the dispatch that had just ended.
+        h.append(0, &a, "r", op_entry(4, "agent", "op:0:one", "cancelled", Some(1)));
+        let v = h.judge("each_dispatch_ends_once");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("had already ended"), "{}", v[0].witness);
+        // A terminal of another op's dispatch, and one of no dispatch at all.
+        h.append(0, &a, "r", op_entry(5, "agent", "op:0:one", "ok", Some(3)));
+        h.append(0, &a, "r", op_entry(6, "step", "op:1:two", "ok", Some(9)));
+        let v = h.judge("each_dispatch_ends_once");
+        assert_eq!(v.len(), 3, "{v:?}");
+        assert!(v[1].witness.contains("a dispatch of step"), "{}", v[1].witness);
+        assert!(v[2].witness.contains("no running entry"), "{}", v[2].witness);
+        // After a delete the seqs start again.
+        h.delete(0, Some(&a), "r");
+        h.append(0, &a, "r", op_entry(1, "agent", "op:0:one", "running", None));
+        h.append(0, &a, "r", op_entry(2, "agent", "op:0:one", "ok", Some(1)));
+        assert_eq!(h.judge("each_dispatch_ends_once").len(), 3);
+    }
 
     #[test]
     fn a_completed_run_missing_a_paid_turn_is_caught() {

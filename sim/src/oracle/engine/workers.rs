@@ -86,15 +86,6 @@ fn a_taken_lease_is_given_back(j: &Judged, out: &mut Vec<Witness>) {
     for &g in j.applied.iter().filter(|c| c.op == OpKind::Acquire && runs.contains(c.run_id.as_str())) {
         let (Some(lease), true) = (&g.granted, g.outcome.is_ok()) else { continue };
         let granted_at = super::order(g);
-        // Lost: a later grant of the run, or a delete of it (which removes the lease row).
-        let lost = j.applied.iter().any(|c| {
-            c.run_id == g.run_id
-                && matches!(c.op, OpKind::Acquire | OpKind::Delete)
-                && super::order(c) > granted_at
-        });
-        if lost {
-            continue;
-        }
         let uses: Vec<&Call> = calls
             .iter()
             .filter(|c| c.node == g.node && c.incarnation == g.incarnation && c.lease.as_ref() == Some(lease))
@@ -109,6 +100,17 @@ fn a_taken_lease_is_given_back(j: &Judged, out: &mut Vec<Witness>) {
         else {
             continue;
         };
+        // Lost before the lapse: a later grant of the run, or a delete of it (which removes
+        // the lease row). A grant after the lapse is the takeover the lapse made necessary.
+        let lost = j.applied.iter().any(|c| {
+            c.run_id == g.run_id
+                && matches!(c.op, OpKind::Acquire | OpKind::Delete)
+                && super::order(c) > granted_at
+                && Judged::applied_ns(c) < lapse
+        });
+        if lost {
+            continue;
+        }
         // Still in use at the lapse (or after it): the heartbeat property's ground.
         if uses.iter().any(|c| c.invoked_ns >= lapse || c.returned_ns.is_none_or(|r| r >= lapse)) {
             continue;
@@ -203,13 +205,17 @@ mod tests {
             });
             assert_eq!(h.judge("a_taken_lease_is_given_back").is_empty(), excused, "node {node}");
         }
-        // A later grant of the run to someone else ends the holder's duty.
-        let mut h = HistoryBuilder::engine_run();
-        h.acquire(0, "w", "r", 1);
-        h.now_ms += TTL + 5;
-        h.acquire(1, "v", "r", 2);
-        h.acquire(0, "w", "s", 1);
-        assert!(h.judge("a_taken_lease_is_given_back").is_empty());
+        // A later grant of the run to someone else before the lapse ends the holder's duty; a
+        // takeover after the lapse does not excuse it.
+        for (wait, excused) in [(TTL - 10, true), (TTL + 5, false)] {
+            let mut h = HistoryBuilder::engine_run();
+            h.acquire(0, "w", "r", 1);
+            h.now_ms += wait;
+            h.acquire(1, "v", "r", 2);
+            h.now_ms += TTL;
+            h.acquire(0, "w", "s", 1);
+            assert_eq!(h.judge("a_taken_lease_is_given_back").is_empty(), excused, "wait {wait}");
+        }
     }
 
     #[test]
