@@ -93,6 +93,11 @@ pub const GOALS: &[Goal] = &[
         claim: "An answer delivered again to a suspension already answered was refused by the engine as a config error (each_suspension_answered_once had a second answer to judge).",
         check: answer_redelivered_refused,
     },
+    Goal {
+        name: "stopped_sweep_returned",
+        claim: "A worker told to stop while it swept returned from that sweep (a_stopped_worker_takes_no_run had a window to judge).",
+        check: stopped_sweep_returned,
+    },
 ];
 
 /// The goals one run met.
@@ -261,6 +266,10 @@ fn answer_redelivered_refused(j: &Judged) -> bool {
         .facts
         .iter()
         .any(|f| matches!(&f.kind, FactKind::Failed { what, .. } if what == "redelivered answer refused"))
+}
+
+fn stopped_sweep_returned(j: &Judged) -> bool {
+    j.history.facts.iter().any(|f| f.kind == FactKind::StoppedSweepReturned)
 }
 
 #[cfg(test)]
