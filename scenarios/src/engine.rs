@@ -476,7 +476,7 @@ impl Scenario for EngineScenario {
                     RunOptions::default()
                 };
                 // A recorded field every segment's meta must carry verbatim.
-                let options = RunOptions { budget_usd: Some(1 + i as u32 % 5), ..options };
+                let options = RunOptions { budget_usd: Some(1 + i % 5), ..options };
                 RunSpec {
                     run_id: run_id(if tmp { "tmp" } else { "run" }, i as usize),
                     workflow: registry.get(name).cloned().unwrap_or_else(Workflow::happy),

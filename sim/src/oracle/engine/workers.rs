@@ -5,11 +5,15 @@
 //!   returns). Judged from the engine facts the scenario records around a stop
 //!   (`WorkerStopped` when it is told, `StoppedSweepReturned` when the sweep it interrupted
 //!   returns) and the grants to the stopped worker's owner identity applied between the two.
+//!   This is the model worker's promise, stricter than rulvar: rulvar checks the stop only
+//!   after it acquires and loads a candidate (5.2 step 4), so its worker may take one more
+//!   grant and release it undriven; judging rulvar's own worker would mean "drives no run".
 //! - A lease taken is given back: every path of rulvar's engine that acquires (a segment's
 //!   own lease, a worker's drive, the brief leases of retention, pruning, repair and offline
 //!   resolution) releases in a `finally`, so a process that goes on living never leaves a
 //!   grant to lapse unreleased. Judged from the grants, the calls that carry them, and the
-//!   injected faults.
+//!   injected faults. A fault excuses every grant of the node it hit (sound, coarser than
+//!   per grant: a leak on a node that also met an unrelated fault is not seen).
 
 use super::super::model::{t, who, Judged};
 use super::super::{Expectation, Property, Witness};
