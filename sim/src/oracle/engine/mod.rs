@@ -54,6 +54,7 @@ pub const ALL: &[Property] = &[
     progress::COMPLETED_RUN_DID_ITS_WORK,
     progress::EACH_SUSPENSION_ANSWERED_ONCE,
     progress::EACH_DISPATCH_ENDS_ONCE,
+    progress::ONE_TERMINAL_ATTEMPT_PER_DISPATCH,
     liveness::ALL_RUNS_SETTLE_AFTER_HEAL,
     liveness::A_HOLDER_LEFT_ALONE_KEEPS_ITS_LEASE,
     workers::A_STOPPED_WORKER_TAKES_NO_RUN,

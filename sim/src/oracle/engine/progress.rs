@@ -333,6 +333,60 @@ fn each_dispatch_ends_once(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const ONE_TERMINAL_ATTEMPT_PER_DISPATCH: Property = Property {
+        name: "one_terminal_attempt_per_dispatch",
+        expectation: Expectation::Always,
+        claim: "A lease holder tries at most once to end a dispatch: whatever became of its first agent, step or child terminal append for a running entry (applied, refused, busy or lost), it invokes no second terminal of the same kind and key for that entry (a drain ends only a dispatch whose terminal was never tried).",
+        not_checked: "Terminals tried under different grants (a later holder dispatches again under a new seq); runs no engine actor started.",
+        check: one_terminal_attempt_per_dispatch,
+};
+
+fn one_terminal_attempt_per_dispatch(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    // Per (run, grant epoch, owner, running seq, kind, key): the first terminal append invoked.
+    let mut tried: BTreeMap<(&str, u64, &str, u64, String, String), &Call> = BTreeMap::new();
+    for c in &j.history.calls {
+        if c.op != OpKind::Append || !runs.contains(c.run_id.as_str()) {
+            continue;
+        }
+        let Some(l) = &c.lease else { continue };
+        let Some(e) = entry_of(c) else { continue };
+        if !matches!(e.kind.as_str(), "agent" | "step" | "child") || e.status == "running" {
+            continue;
+        }
+        let Some(of) = e.ref_seq else { continue };
+        let key = (c.run_id.as_str(), l.epoch.0, l.owner.as_str(), of, e.kind.clone(), e.key.clone());
+        match tried.get(&key) {
+            None => {
+                tried.insert(key, c);
+            }
+            Some(first) => {
+                let fate = match (&first.applied, &first.outcome) {
+                    (Some(_), _) => "applied".to_string(),
+                    (None, crate::history::Outcome::Err { code, .. }) => format!("refused {code}"),
+                    (None, _) => "with no known outcome".to_string(),
+                };
+                out.push(Witness {
+                    witness: format!(
+                        "run {}: {} tried a second {} terminal ({}) for {} {:?} dispatch seq {of} at t={}; its first ({}, t={}) was {fate}",
+                        c.run_id,
+                        who(c),
+                        e.kind,
+                        e.status,
+                        e.kind,
+                        e.key,
+                        t(c.invoked_ns),
+                        entry_of(first).map_or("?".to_string(), |f| f.status),
+                        t(first.invoked_ns),
+                    ),
+                    op: Some(c.op.as_str()),
+                    call: Some(c.id),
+                });
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -364,6 +418,30 @@ mod tests {
         h.append(0, &a, "r", op_entry(1, "agent", "op:0:one", "running", None));
         h.append(0, &a, "r", op_entry(2, "agent", "op:0:one", "ok", Some(1)));
         assert_eq!(h.judge("each_dispatch_ends_once").len(), 3);
+    }
+
+    #[test]
+    fn a_second_terminal_attempt_is_caught_whatever_the_first_became() {
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "w", "r", 1);
+        h.append(0, &a, "r", op_entry(1, "agent", "op:0:one", "running", None));
+        h.append_lost(0, &a, "r", op_entry(2, "agent", "op:0:one", "ok", Some(1)), "SQLITE_BUSY");
+        assert!(h.judge("one_terminal_attempt_per_dispatch").is_empty());
+        // The drain ends the same dispatch again though its terminal was already tried.
+        h.append(0, &a, "r", op_entry(2, "agent", "op:0:one", "cancelled", Some(1)));
+        let v = h.judge("one_terminal_attempt_per_dispatch");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("was refused SQLITE_BUSY"), "{}", v[0].witness);
+        // A later holder's terminal for the same seq is another grant's attempt.
+        let b = h.acquire(1, "v", "r", 2);
+        h.append(1, &b, "r", op_entry(3, "agent", "op:0:one", "cancelled", Some(1)));
+        assert_eq!(h.judge("one_terminal_attempt_per_dispatch").len(), 1);
+        // Another dispatch of the same holder is judged on its own.
+        h.append(1, &b, "r", op_entry(4, "step", "op:1:two", "running", None));
+        h.append(1, &b, "r", op_entry(5, "step", "op:1:two", "ok", Some(4)));
+        assert_eq!(h.judge("one_terminal_attempt_per_dispatch").len(), 1);
+        h.append(1, &b, "r", op_entry(6, "step", "op:1:two", "cancelled", Some(4)));
+        assert_eq!(h.judge("one_terminal_attempt_per_dispatch").len(), 2);
     }
 
     #[test]
