@@ -101,6 +101,9 @@ const NAMES: &[&str] = &[
     "order-probe",
     "load",
     "acquire",
+    "slashless-put",
+    "listed",
+    "blob-list",
 ];
 
 fn intern(s: &str) -> Option<&'static str> {
@@ -195,5 +198,33 @@ mod tests {
         let back = parse_events(text, 0);
         let kinds: Vec<&str> = back.iter().map(|(_, e)| e.kind).collect();
         assert_eq!(kinds, ["error", "error", "done"]);
+    }
+
+    /// Every kind and surface the soak writer logs (read from its source, so a new event
+    /// cannot be logged without the report reader knowing it) parses as itself.
+    #[test]
+    fn every_event_the_soak_writer_logs_is_in_the_vocabulary() {
+        let source = include_str!("../actors/soak.rs");
+        let mut names = std::collections::BTreeSet::new();
+        for call in ["self.log(\"", "self.log_msg(\"", "self.attempt(\""] {
+            for piece in source.split(call).skip(1) {
+                let kind = piece.split('"').next().unwrap_or_default();
+                names.insert(kind.to_string());
+                // The surface, when the call names one literally: `, Some("surface")`.
+                let rest = &piece[kind.len() + 1..];
+                if let Some(surface) = rest.trim_start_matches([',', ' ']).strip_prefix("Some(\"") {
+                    names.insert(surface.split('"').next().unwrap_or_default().to_string());
+                }
+            }
+        }
+        assert!(names.len() > 20, "the source scan found too few names: {names:?}");
+        for name in ["slashless-put", "listed", "blob-list", "accept", "fence-kick"] {
+            assert!(names.contains(name), "the scan missed {name}: {names:?}");
+        }
+        for name in &names {
+            let line = format!("{{\"at_ns\":1,\"w\":0,\"kind\":\"{name}\",\"surface\":\"{name}\"}}\n");
+            let back = parse_events(&line, 0);
+            assert_eq!(back[0].1.kind, name.as_str(), "{name} is not in the reader's vocabulary");
+        }
     }
 }
