@@ -780,7 +780,7 @@ async fn node_body(node: NodeCtx) {
     let sink = &worker_sink;
     let engine = &worker_engine;
     let actor = sink.owner.clone();
-    under_actor(&actor, worker_loop(&new_worker, engine, sink, &sh, node.index, node.incarnation, nodes))
+    under_actor(&actor, worker_loop(&new_worker, engine, sink, &sh, &node))
         .await;
 }
 
@@ -790,18 +790,52 @@ type SimWorker = Worker<RecordedStore, RecordedTranscripts, LedgerEffects>;
 /// workers), per mille.
 const STOP_PER_MILLE: u32 = 300;
 
-/// One sweep of `worker`; when `stop_after_ms` is set, the worker is stopped that long into
-/// it (the drive in progress, if any, settles `cancelled`).
+/// Of the stops drawn, per mille: delivered at the worker's next leased write instead of at
+/// a time, that write then stalling a few ms, so the stop lands with the write in flight
+/// (the cancel must let a journal append that committed be recorded, and a cancelled
+/// segment's drain and settle follow it). A stop timed blind lands inside a write only when
+/// the plan happens to stall that write.
+const STOP_AT_WRITE_PER_MILLE: u32 = 400;
+
+/// When a sweep's worker is stopped.
+#[derive(Clone, Copy, Debug)]
+enum StopAt {
+    /// This long into the sweep.
+    After { ms: u64 },
+    /// At a leased write point of the worker on this node, past `skip` of them (each write
+    /// has two: before it begins and right after it commits); the write stalls `stall_ms`
+    /// there.
+    NextWrite { node: u32, skip: u32, stall_ms: u64 },
+}
+
+/// One sweep of `worker`; when `stop` is set, the worker is stopped as it says (the drive in
+/// progress, if any, settles `cancelled`).
 /// The stop and the return of the sweep it interrupted are recorded as facts
 /// (`a_stopped_worker_takes_no_run` judges what the worker did in between).
 async fn sweep_maybe_stopped(
     worker: &SimWorker,
     sink: &FactSink,
-    stop_after_ms: Option<u64>,
+    world: &WorldState,
+    stop: Option<StopAt>,
 ) -> Result<store::engine::SweepReport, store::engine::EngineError> {
-    let Some(ms) = stop_after_ms else { return worker.sweep().await };
+    let Some(stop) = stop else { return worker.sweep().await };
+    let armed = match stop {
+        StopAt::NextWrite { node, skip, stall_ms } => {
+            Some(world.arm_interrupt(node, &sink.owner, skip, stall_ms))
+        }
+        StopAt::After { .. } => None,
+    };
     let stopper = async move {
-        madsim::time::sleep(Duration::from_millis(ms)).await;
+        match (stop, armed) {
+            (_, Some(interrupt)) => {
+                if interrupt.await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+            (StopAt::After { ms }, None) | (StopAt::NextWrite { stall_ms: ms, .. }, None) => {
+                madsim::time::sleep(Duration::from_millis(ms)).await
+            }
+        }
         worker.stop();
         sink.fact(FactKind::WorkerStopped);
         std::future::pending::<()>().await
@@ -853,21 +887,29 @@ async fn worker_loop(
     engine: &SimEngine,
     sink: &FactSink,
     sh: &QueueShared,
-    index: u32,
-    incarnation: u32,
-    nodes: u32,
+    node: &NodeCtx,
 ) {
+    let (index, incarnation, world) = (node.index, node.incarnation, &*node.world);
+    let nodes = world.plan.knobs.nodes;
     let mut r = rng(sh.seed, "worker", u64::from(index) << 32 | u64::from(incarnation));
     let mut cr = rng(sh.seed, "census", u64::from(index) << 32 | u64::from(incarnation));
     let mut sr = rng(sh.seed, "worker-stop", u64::from(index) << 32 | u64::from(incarnation));
+    // Its own stream, so the stops drawn (and every other draw) stay as they were.
+    let mut wr = rng(sh.seed, "worker-stop-at-write", u64::from(index) << 32 | u64::from(incarnation));
     let mut worker = new_worker();
     // With a solo worker, only node 0 sweeps; the others keep their operator duties.
     let sweeps = !sh.solo_worker || index == 0;
     while !sh.stop.get() {
-        let stop_after_ms =
-            (sh.stops && !sh.heal.get() && sr.chance(STOP_PER_MILLE)).then(|| sr.between(5, 150));
+        let stop = (sh.stops && !sh.heal.get() && sr.chance(STOP_PER_MILLE)).then(|| {
+            let ms = sr.between(5, 150);
+            if wr.chance(STOP_AT_WRITE_PER_MILLE) {
+                StopAt::NextWrite { node: index, skip: wr.between(0, 11) as u32, stall_ms: wr.between(1, 20) }
+            } else {
+                StopAt::After { ms }
+            }
+        });
         let swept = if sweeps {
-            sh.in_flight(index, incarnation, sweep_maybe_stopped(&worker, sink, stop_after_ms)).await
+            sh.in_flight(index, incarnation, sweep_maybe_stopped(&worker, sink, world, stop)).await
         } else {
             Ok(store::engine::SweepReport::default())
         };

@@ -12,13 +12,18 @@
 //! length, or to the lease's expiry instant), a pause of the whole process (the node pauses
 //! itself; the supervisor resumes it after a length, or once the run was taken over), or a
 //! crash (the node kills itself; the supervisor restarts it later).
+//!
+//! Interrupts: a scenario may arm one per node ([`WorldState::arm_interrupt`]); it is
+//! delivered at the node's next leased write point (before the write begins or right after
+//! it commits), and that write stalls, so the interrupt (a worker's graceful stop) lands
+//! while the write is in flight. The stall is recorded as a fault like any other.
 
 use std::rc::Rc;
 use std::time::Duration;
 
 use store::{Crash, Env, FaultSite, LocalFuture, Moment};
 
-use crate::history::{current_call, Event, FaultKind, FaultRec, LeaseRow};
+use crate::history::{current_call, Event, FaultKind, FaultRec, LeaseRow, OpKind};
 use crate::plan::{Action, ClockSpec};
 use crate::time::{clock_at, now_ns};
 use crate::world_state::Resume;
@@ -126,6 +131,15 @@ impl Env for SimEnv {
         }
         let action = w.decide(self.node, point, site.epoch.is_some());
         w.recorder.point(point, action.is_some(), matches!(action, Some(Action::Crash { .. })));
+        // An interrupt the scenario armed is delivered at the node's next leased write, which
+        // then stalls (unless the plan acts here anyway) with the write in flight.
+        let interrupted = (w.faults_on.get()
+            && site.epoch.is_some()
+            && matches!(point.moment(), Moment::Before | Moment::AfterCommit)
+            && matches!(OpKind::of_point(point), Some(OpKind::Append | OpKind::PutMeta | OpKind::BlobPut)))
+        .then(|| w.deliver_interrupt(self.node))
+        .flatten();
+        let action = action.or(interrupted.map(|ms| Action::Stall { ms }));
         let Some(action) = action else {
             // A microsecond's sleep, not a yield: madsim picks the next ready task at
             // random, so after a yield the committing task could go on first; asleep, it
@@ -175,7 +189,10 @@ impl Env for SimEnv {
             epoch: site.epoch,
             op: String::new(),
             outcome: String::new(),
-            fault: format!("{} at {}", action.describe(), point.name()),
+            fault: match interrupted {
+                Some(_) => format!("interrupt, then {} at {}", action.describe(), point.name()),
+                None => format!("{} at {}", action.describe(), point.name()),
+            },
             call: current_call(),
         });
         match action {

@@ -45,6 +45,11 @@ impl<F: Future> Future for UnderActor<F> {
     }
 }
 
+/// The identity acting in the future being polled, if it runs under [`under_actor`].
+pub fn current_actor() -> Option<Rc<str>> {
+    CURRENT_ACTOR.with(|c| c.borrow().clone())
+}
+
 /// `fut`, with its calls attributed to the identity `actor`.
 pub fn under_actor<F: Future>(actor: &str, fut: F) -> UnderActor<F> {
     UnderActor { actor: Rc::from(actor), inner: Box::pin(fut) }

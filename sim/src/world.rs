@@ -239,6 +239,7 @@ pub fn run(
         wake_rx: RefCell::new(Some(rx)),
         takeovers: RefCell::new(Vec::new()),
         pause_count: Cell::new(0),
+        interrupts: RefCell::new(std::collections::BTreeMap::new()),
     });
     let sched_seed = stream_key(world.plan.seed, "scheduler", 0);
     let rt = madsim::runtime::Runtime::with_seed_and_config(sched_seed, madsim::Config::default());

@@ -81,6 +81,20 @@ pub struct WorldState {
     pub(crate) takeovers: RefCell<Vec<PendingTakeover>>,
     /// Numbers the pauses of a run, so a supervisor's poll knows its own pause was resumed.
     pub(crate) pause_count: Cell<u64>,
+    /// Per node, an interrupt armed by the scenario ([`WorldState::arm_interrupt`]): delivered
+    /// at the node's next leased write point, which then stalls so the interrupt lands while
+    /// the write is in flight.
+    pub(crate) interrupts: RefCell<BTreeMap<u32, ArmedInterrupt>>,
+}
+
+/// An interrupt waiting for its node's next leased write point.
+pub(crate) struct ArmedInterrupt {
+    pub actor: Rc<str>,
+    pub incarnation: u32,
+    /// Matching points still to pass before the one it is delivered at.
+    pub skip: u32,
+    pub stall_ms: u64,
+    pub tx: futures::channel::oneshot::Sender<()>,
 }
 
 /// A process paused until a takeover, waiting for the successor's writes.
@@ -165,6 +179,53 @@ impl WorldState {
             self.at_last_fire.borrow_mut().clone_from(&self.occurrences.borrow());
         }
         action
+    }
+
+    /// Arms an interrupt for `node`'s current incarnation: the returned receiver completes at
+    /// a leased write point that `actor` (one of the node's identities, see
+    /// [`crate::history::under_actor`]) reaches (the moment before a leased write begins, or
+    /// right after it commits): the first such point past `skip` of them. That write then stalls `stall_ms`, so what the interrupt
+    /// triggers (a worker's graceful stop) lands while the write is in flight: a stop
+    /// delivered at a named point, as a crash is. Arming again replaces the earlier arm; an
+    /// arm whose receiver was dropped is discarded unfired.
+    pub fn arm_interrupt(
+        &self,
+        node: u32,
+        actor: &str,
+        skip: u32,
+        stall_ms: u64,
+    ) -> futures::channel::oneshot::Receiver<()> {
+        let (tx, rx) = futures::channel::oneshot::channel();
+        let incarnation = self.incarnations.borrow().get(node as usize).copied().unwrap_or(0);
+        self.interrupts
+            .borrow_mut()
+            .insert(node, ArmedInterrupt { actor: Rc::from(actor), incarnation, skip, stall_ms, tx });
+        rx
+    }
+
+    /// Delivers `node`'s armed interrupt if the identity acting now is the one it was armed
+    /// for: returns the stall to take at the point, or `None` when nothing is armed for it
+    /// (a stale arm, whose receiver is gone or which an earlier incarnation armed, is
+    /// discarded).
+    pub(crate) fn deliver_interrupt(&self, node: u32) -> Option<u64> {
+        let actor = crate::history::current_actor()?;
+        let mut arms = self.interrupts.borrow_mut();
+        let incarnation = self.incarnations.borrow().get(node as usize).copied().unwrap_or(0);
+        let stale = arms.get(&node).is_some_and(|a| a.incarnation != incarnation || a.tx.is_canceled());
+        if stale {
+            arms.remove(&node);
+            return None;
+        }
+        let arm = arms.get_mut(&node)?;
+        if arm.actor != actor {
+            return None;
+        }
+        if arm.skip > 0 {
+            arm.skip -= 1;
+            return None;
+        }
+        let arm = arms.remove(&node)?;
+        arm.tx.send(()).ok().map(|()| arm.stall_ms)
     }
 
     /// Whether the run is over its call budget; the first time, record why and wake `drive`.
