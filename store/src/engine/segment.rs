@@ -414,6 +414,8 @@ where
         let seq = Seq(seg.next_seq.get());
         seg.next_seq.set(seq.0 + 1);
         entry.seq = seq;
+        let started = (entry.status == "running" && matches!(entry.kind.as_str(), "agent" | "step" | "child"))
+            .then(|| (entry.kind.clone(), entry.key.clone()));
         seg.appending.set(seg.appending.get() + 1);
         let appended = self.journal.append(seg.run_id, &entry, Some(&seg.lease)).await;
         seg.appending.set(seg.appending.get() - 1);
@@ -431,6 +433,11 @@ where
             // Cancelled while this append was in flight: its entry is recorded (or its failure
             // latched) and the body stops here. Without this, a caller that swallows the
             // failure, or one whose next step completes at once, would run on past the cancel.
+            // A dispatch whose running entry committed is live from that commit (rulvar's agent
+            // call was under way when the abort came), so the drain ends it with `cancelled`.
+            if let (Ok(s), Some((kind, key))) = (&result, started) {
+                *seg.inflight.borrow_mut() = Some((*s, kind, key));
+            }
             futures::future::pending::<()>().await;
         }
         result

@@ -387,6 +387,64 @@ fn one_terminal_attempt_per_dispatch(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const DISPATCHES_END_BEFORE_THE_SETTLE: Property = Property {
+        name: "dispatches_end_before_the_settle",
+        expectation: Expectation::Always,
+        claim: "A holder that settles a segment ok or cancelled first tried to end every dispatch it started in it: each agent, step or child running entry it appended (applied) has a terminal append of the same kind and key invoked under the same grant before the grant's run_settle is invoked (a cancel drains the dispatch it cut off with a `cancelled` terminal, and an append in flight when the cancel came completes and counts).",
+        not_checked: "Segments that settle error, suspended or exhausted (a dispatch that failed on its own stays dangling; a suspended child run leaves its parent's dispatch open); dispatches a segment picked up dangling from an earlier one; runs no engine actor started.",
+        check: dispatches_end_before_the_settle,
+};
+
+fn dispatches_end_before_the_settle(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    // Per (run, grant epoch, owner), in invocation order: the dispatches started since the
+    // grant's last settle attempt and not yet given a terminal attempt (running seq -> call).
+    type Open<'h> = BTreeMap<u64, (String, String, &'h Call)>;
+    let mut open: BTreeMap<(&str, u64, &str), Open> = BTreeMap::new();
+    for c in &j.history.calls {
+        if c.op != OpKind::Append || !runs.contains(c.run_id.as_str()) {
+            continue;
+        }
+        let Some(l) = &c.lease else { continue };
+        let Some(e) = entry_of(c) else { continue };
+        let grant = open.entry((c.run_id.as_str(), l.epoch.0, l.owner.as_str())).or_default();
+        if let Some(status) = settle_status(&e) {
+            let started = std::mem::take(grant);
+            if !matches!(status, Status::Ok | Status::Cancelled) {
+                continue;
+            }
+            for (seq, (kind, key, running)) in started {
+                out.push(Witness {
+                    witness: format!(
+                        "run {}: {} settled {} (run_settle at seq {}, t={}) with its {kind} {key:?} dispatch (running entry at seq {seq}, applied t={}) never given a terminal",
+                        c.run_id,
+                        who(c),
+                        status.word(),
+                        e.seq,
+                        t(c.invoked_ns),
+                        t(Judged::applied_ns(running)),
+                    ),
+                    op: Some(c.op.as_str()),
+                    call: Some(c.id),
+                });
+            }
+            continue;
+        }
+        if !matches!(e.kind.as_str(), "agent" | "step" | "child") {
+            continue;
+        }
+        if e.status == "running" {
+            if c.applied.is_some() {
+                grant.insert(e.seq, (e.kind.clone(), e.key.clone(), c));
+            }
+        } else if let Some(of) = e.ref_seq {
+            if grant.get(&of).is_some_and(|(kind, key, _)| *kind == e.kind && *key == e.key) {
+                grant.remove(&of);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -418,6 +476,39 @@ mod tests {
         h.append(0, &a, "r", op_entry(1, "agent", "op:0:one", "running", None));
         h.append(0, &a, "r", op_entry(2, "agent", "op:0:one", "ok", Some(1)));
         assert_eq!(h.judge("each_dispatch_ends_once").len(), 3);
+    }
+
+    #[test]
+    fn a_clean_or_cancelled_settle_over_a_dispatch_never_ended_is_caught() {
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "w", "r", 1);
+        h.append(0, &a, "r", op_entry(1, "agent", "op:0:one", "running", None));
+        h.append(0, &a, "r", op_entry(2, "agent", "op:0:one", "cancelled", Some(1)));
+        h.append(0, &a, "r", settle(3, "cancelled"));
+        assert!(h.judge("dispatches_end_before_the_settle").is_empty());
+        // The next grant's dispatch is cut off, and its cancel settles without the drain.
+        let b = h.acquire(1, "v", "r", 2);
+        h.append(1, &b, "r", op_entry(4, "step", "op:1:two", "running", None));
+        h.append(1, &b, "r", settle(5, "cancelled"));
+        let v = h.judge("dispatches_end_before_the_settle");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("running entry at seq 4"), "{}", v[0].witness);
+        // A terminal whose append was refused still counts as tried; an error settle demands
+        // nothing (a dispatch that failed on its own stays dangling).
+        let c = h.acquire(0, "w", "r", 3);
+        h.append(0, &c, "r", op_entry(6, "step", "op:1:two", "running", None));
+        h.append_lost(0, &c, "r", op_entry(7, "step", "op:1:two", "ok", Some(6)), "SQLITE_BUSY");
+        h.append(0, &c, "r", settle(8, "ok"));
+        let d = h.acquire(1, "v", "r", 4);
+        h.append(1, &d, "r", op_entry(9, "step", "op:1:two", "running", None));
+        h.append(1, &d, "r", settle(10, "error"));
+        assert_eq!(h.judge("dispatches_end_before_the_settle").len(), 1);
+        // A terminal of another key does not end the dispatch.
+        let e = h.acquire(0, "w", "r", 5);
+        h.append(0, &e, "r", op_entry(11, "step", "op:1:two", "running", None));
+        h.append(0, &e, "r", op_entry(12, "step", "op:2:three", "ok", Some(11)));
+        h.append(0, &e, "r", settle(13, "ok"));
+        assert_eq!(h.judge("dispatches_end_before_the_settle").len(), 2);
     }
 
     #[test]
