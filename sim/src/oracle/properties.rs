@@ -93,8 +93,8 @@ pub const ALL: &[Property] = &[
     Property {
         name: "reads_see_serial_history",
         expectation: Expectation::Always,
-        claim: "Every successful read (load, get_meta, list_runs, blob get and list) returns exactly the state the applied mutations had built when it returned; list_runs honours `status`, `name` and `tags`, may over-match a `statuses` filter (as the contract allows), and never drops a match.",
-        not_checked: "Reads whose node died in flight; the order of list results.",
+        claim: "Every successful read (load, get_meta, list_runs, blob get and list) returns exactly the state the applied mutations had built when it returned; list_runs honours `status`, `name` and `tags`, may over-match a `statuses` filter (as the contract allows), and never drops a match; list_runs lists once each in run id order, a blob list in ref order.",
+        not_checked: "Reads whose node died in flight.",
         check: reads_see_serial_history,
     },
     Property {
@@ -575,12 +575,20 @@ impl ReadModel {
                 })
             }
             Read::Refs(got) => {
-                let mut got = got.clone();
-                got.sort();
+                // In ref order (the contract's `ORDER BY ref`, byte order: what the twin's
+                // exact sorted listing and the soak's JSON comparison demand).
                 let prefix = format!("{run}/");
                 let want: Vec<String> =
                     self.blobs.keys().filter(|r| r.starts_with(&prefix)).cloned().collect();
-                (got != want).then(|| format!("listed {got:?} where {want:?} are durable"))
+                let mut sorted = got.clone();
+                sorted.sort();
+                if *got == want {
+                    None
+                } else if sorted == want {
+                    Some(format!("listed {got:?}: the durable refs, but not in ref order {want:?}"))
+                } else {
+                    Some(format!("listed {got:?} where {want:?} are durable"))
+                }
             }
             Read::Runs { filter, metas } => {
                 // The contract lets a `statuses` filter return a superset; `status` alone,
@@ -619,6 +627,14 @@ impl ReadModel {
                             self.meta.get(&m.run_id).map_or("no row".into(), |d| short(&d.raw.to_string()))
                         ));
                     }
+                }
+                // Once each, in run id order (the contract's `ORDER BY run_id`).
+                let ids: Vec<&str> = metas.iter().map(|m| m.run_id.as_str()).collect();
+                if let Some(w) = ids.windows(2).find(|w| w[0] >= w[1]) {
+                    return Some(format!(
+                        "listed run {} after run {}: not once each in run id order ({ids:?})",
+                        w[1], w[0]
+                    ));
                 }
                 let dropped = self
                     .meta
@@ -1112,6 +1128,41 @@ mod tests {
         };
         h.calls[1].read = Some(Read::Runs { filter: resumable, metas: vec![] });
         assert_eq!(judge(&h, None, "reads_see_serial_history").len(), 1);
+    }
+
+    #[test]
+    fn a_list_out_of_order_or_listing_twice_is_caught() {
+        let (a, b) = (meta_record("a", RunStatus::Running), meta_record("b", RunStatus::Ok));
+        let mut h = History::default();
+        for (i, m) in [&a, &b].into_iter().enumerate() {
+            let mut put = call(i, OpKind::PutMeta, Args { payload: Some(text(m)), ..Args::default() }, Some(i), i + 1);
+            put.run_id = m.run_id.clone();
+            h.calls.push(put);
+        }
+        for (i, r) in ["r/ckpt/10", "r/ckpt/9"].into_iter().enumerate() {
+            let args = Args { blob_ref: Some(r.into()), bytes: Some(vec![1]), ..Args::default() };
+            h.calls.push(call(2 + i, OpKind::BlobPut, args, Some(2 + i), 3 + i));
+        }
+        h.applied_count = 4;
+        let mut list = call(4, OpKind::ListRuns, Args::default(), None, 4);
+        list.read = Some(Read::Runs { filter: RunFilter::default(), metas: vec![a.clone(), b.clone()] });
+        h.calls.push(list);
+        let mut refs = call(5, OpKind::BlobList, Args::default(), None, 4);
+        refs.read = Some(Read::Refs(vec!["r/ckpt/10".into(), "r/ckpt/9".into()]));
+        h.calls.push(refs);
+        assert!(judge(&h, None, "reads_see_serial_history").is_empty());
+        // First-put order is not ref order once "ckpt/10" sorts before "ckpt/9" (or the other way).
+        h.calls[5].read = Some(Read::Refs(vec!["r/ckpt/9".into(), "r/ckpt/10".into()]));
+        let v = judge(&h, None, "reads_see_serial_history");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("not in ref order"), "{}", v[0].witness);
+        h.calls[5].read = Some(Read::Refs(vec!["r/ckpt/10".into(), "r/ckpt/9".into()]));
+        h.calls[4].read = Some(Read::Runs { filter: RunFilter::default(), metas: vec![b.clone(), a.clone()] });
+        assert_eq!(judge(&h, None, "reads_see_serial_history").len(), 1, "run id order");
+        h.calls[4].read =
+            Some(Read::Runs { filter: RunFilter::default(), metas: vec![a.clone(), a.clone(), b.clone()] });
+        let v = judge(&h, None, "reads_see_serial_history");
+        assert!(v.len() == 1 && v[0].witness.contains("once each"), "{v:?}");
     }
 
     #[test]
