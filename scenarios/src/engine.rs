@@ -909,7 +909,15 @@ async fn worker_loop(
             }
         });
         let swept = if sweeps {
-            sh.in_flight(index, incarnation, sweep_maybe_stopped(&worker, sink, world, stop)).await
+            let recorded = async {
+                sink.fact(FactKind::SweepBegan);
+                let swept = sweep_maybe_stopped(&worker, sink, world, stop).await;
+                if !matches!(swept, Err(ref e) if e.is_crash()) {
+                    sink.fact(FactKind::SweepEnded);
+                }
+                swept
+            };
+            sh.in_flight(index, incarnation, recorded).await
         } else {
             Ok(store::engine::SweepReport::default())
         };

@@ -371,6 +371,10 @@ pub enum FactKind {
     WorkerStopped,
     /// The sweep that worker was in when it was told to stop returned.
     StoppedSweepReturned,
+    /// A queue worker (this fact's owner) began a sweep. Not shown in the timeline.
+    SweepBegan,
+    /// That sweep returned (not by a crash). Not shown in the timeline.
+    SweepEnded,
 }
 
 /// One engine fact.
@@ -384,6 +388,10 @@ pub struct Fact {
     pub incarnation: u32,
     /// The acting identity (the engine's lease owner); empty for world-level facts.
     pub owner: String,
+    /// How many store calls had been invoked when the fact happened: calls with a smaller
+    /// id were invoked before it (calls and facts at one virtual instant keep their order).
+    #[serde(skip)]
+    pub invoked_before: usize,
     #[serde(flatten)]
     pub kind: FactKind,
 }
@@ -732,19 +740,31 @@ impl Recorder {
             FactKind::Healed => ("HEAL".to_string(), "faults off, every node up".to_string()),
             FactKind::WorkerStopped => ("WORKER STOP".to_string(), String::new()),
             FactKind::StoppedSweepReturned => ("WORKER STOPPED SWEEP RETURNED".to_string(), String::new()),
+            FactKind::SweepBegan | FactKind::SweepEnded => (String::new(), String::new()),
         };
-        let node_col = if matches!(kind, FactKind::Healed) { None } else { Some(node) };
-        h.events.push(Event {
-            at_ns,
-            node: node_col,
-            epoch: None,
-            op,
-            outcome,
-            fault: String::new(),
-            call: None,
-        });
+        if !op.is_empty() {
+            let node_col = if matches!(kind, FactKind::Healed) { None } else { Some(node) };
+            h.events.push(Event {
+                at_ns,
+                node: node_col,
+                epoch: None,
+                op,
+                outcome,
+                fault: String::new(),
+                call: None,
+            });
+        }
         let applied_before = h.applied_count;
-        h.facts.push(Fact { at_ns, applied_before, node, incarnation, owner: owner.to_string(), kind });
+        let invoked_before = h.calls.len();
+        h.facts.push(Fact {
+            at_ns,
+            applied_before,
+            invoked_before,
+            node,
+            incarnation,
+            owner: owner.to_string(),
+            kind,
+        });
     }
 
     /// Note an engine-moment point (see [`Mark`]).

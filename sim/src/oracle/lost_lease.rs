@@ -293,6 +293,7 @@ mod tests {
         Fact {
             at_ns: at_ms * MS,
             applied_before,
+            invoked_before: 0,
             node,
             incarnation: 0,
             owner: owner.into(),

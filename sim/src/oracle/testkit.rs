@@ -216,6 +216,7 @@ pub mod engine {
             self.h.facts.push(Fact {
                 at_ns: self.now_ms as u64 * 1_000_000,
                 applied_before: self.h.applied_count,
+                invoked_before: self.h.calls.len(),
                 node,
                 incarnation: 0,
                 owner: owner.into(),

@@ -48,6 +48,7 @@ pub const ALL: &[Property] = &[
     settles::ONE_OK_SETTLE_PER_COMPLETED_RUN,
     deletion::NO_LIVE_RUN_DELETED,
     progress::NON_REPLAYABLE_TERMINAL_RERUNS,
+    progress::OK_RESULTS_ARE_REPLAYED,
     deletion::DELETED_RUN_LEAVES_NO_BLOBS,
     settles::SETTLED_VALUE_MATCHES_WORKFLOW,
     deletion::DELETED_RUN_STAYS_DELETED,
@@ -59,6 +60,7 @@ pub const ALL: &[Property] = &[
     liveness::ALL_RUNS_SETTLE_AFTER_HEAL,
     liveness::A_HOLDER_LEFT_ALONE_KEEPS_ITS_LEASE,
     workers::A_STOPPED_WORKER_TAKES_NO_RUN,
+    workers::A_SWEEP_TRIES_EVERY_CANDIDATE,
     workers::A_TAKEN_LEASE_IS_GIVEN_BACK,
 ];
 

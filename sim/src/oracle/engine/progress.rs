@@ -387,6 +387,64 @@ fn one_terminal_attempt_per_dispatch(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const OK_RESULTS_ARE_REPLAYED: Property = Property {
+        name: "ok_results_are_replayed",
+        expectation: Expectation::Always,
+        claim: "An op whose latest dispatch in its run's journal (this generation) ended ok or escalated is replayed from that result, never dispatched again: no running entry of the same kind and key applies after that terminal (docs/engine-model.md: a resume matches an op against its latest attempt).",
+        not_checked: "Ops whose latest dispatch ended limit (replayed only once the run settled ok), error or cancelled (those rerun: `non_replayable_terminal_reruns`); runs no engine actor started.",
+        check: ok_results_are_replayed,
+};
+
+fn ok_results_are_replayed(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    // Per run, in this generation: (kind, key) -> (latest running seq, its ok terminal's call).
+    type Latest<'h> = BTreeMap<(String, String), (u64, Option<&'h Call>)>;
+    let mut latest: BTreeMap<&str, Latest> = BTreeMap::new();
+    for &c in &j.applied {
+        if !runs.contains(c.run_id.as_str()) {
+            continue;
+        }
+        match c.op {
+            OpKind::Delete => {
+                latest.remove(c.run_id.as_str());
+            }
+            OpKind::Append => {
+                let Some(e) = entry_of(c) else { continue };
+                if !matches!(e.kind.as_str(), "agent" | "step" | "child") {
+                    continue;
+                }
+                let ops = latest.entry(c.run_id.as_str()).or_default();
+                let op = (e.kind.clone(), e.key.clone());
+                if e.status == "running" {
+                    if let Some((rseq, Some(done))) = ops.get(&op) {
+                        out.push(Witness {
+                            witness: format!(
+                                "run {}: {} dispatched {} {:?} again (running entry at seq {}, t={}) though its latest dispatch (seq {rseq}) had ended {} at t={}: an ok result replays",
+                                c.run_id,
+                                who(c),
+                                e.kind,
+                                e.key,
+                                e.seq,
+                                t(Judged::applied_ns(c)),
+                                entry_of(done).map_or("ok".to_string(), |d| d.status),
+                                t(Judged::applied_ns(done)),
+                            ),
+                            op: Some(c.op.as_str()),
+                            call: Some(c.id),
+                        });
+                    }
+                    ops.insert(op, (e.seq, None));
+                } else if let Some((rseq, slot)) = ops.get_mut(&op) {
+                    if e.ref_seq == Some(*rseq) {
+                        *slot = matches!(e.status.as_str(), "ok" | "escalated").then_some(c);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 pub const DISPATCHES_END_BEFORE_THE_SETTLE: Property = Property {
         name: "dispatches_end_before_the_settle",
         expectation: Expectation::Always,
@@ -476,6 +534,32 @@ mod tests {
         h.append(0, &a, "r", op_entry(1, "agent", "op:0:one", "running", None));
         h.append(0, &a, "r", op_entry(2, "agent", "op:0:one", "ok", Some(1)));
         assert_eq!(h.judge("each_dispatch_ends_once").len(), 3);
+    }
+
+    #[test]
+    fn an_ok_result_dispatched_again_is_caught() {
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "w", "r", 1);
+        h.append(0, &a, "r", op_entry(1, "agent", "op:0:one", "running", None));
+        h.append(0, &a, "r", op_entry(2, "agent", "op:0:one", "limit", Some(1)));
+        // A rerun after a limit is allowed, and so is one of a dispatch still open.
+        h.append(0, &a, "r", op_entry(3, "agent", "op:0:one", "running", None));
+        h.append(0, &a, "r", op_entry(4, "step", "op:1:two", "running", None));
+        let b = h.acquire(1, "v", "r", 2);
+        h.append(1, &b, "r", op_entry(5, "step", "op:1:two", "running", None));
+        h.append(1, &b, "r", op_entry(6, "step", "op:1:two", "ok", Some(5)));
+        h.append(1, &b, "r", op_entry(7, "agent", "op:0:one", "ok", Some(3)));
+        assert!(h.judge("ok_results_are_replayed").is_empty());
+        // The agent's latest dispatch ended ok: a new running entry for it is a rerun.
+        let c = h.acquire(0, "w", "r", 3);
+        h.append(0, &c, "r", op_entry(8, "agent", "op:0:one", "running", None));
+        let v = h.judge("ok_results_are_replayed");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("latest dispatch (seq 3) had ended ok"), "{}", v[0].witness);
+        // After a delete the run starts over.
+        h.delete(0, Some(&c), "r");
+        h.append(0, &c, "r", op_entry(1, "step", "op:1:two", "running", None));
+        assert_eq!(h.judge("ok_results_are_replayed").len(), 1);
     }
 
     #[test]

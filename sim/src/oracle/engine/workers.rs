@@ -8,6 +8,11 @@
 //!   This is the model worker's promise, stricter than rulvar: rulvar checks the stop only
 //!   after it acquires and loads a candidate (5.2 step 4), so its worker may take one more
 //!   grant and release it undriven; judging rulvar's own worker would mean "drives no run".
+//! - A sweep tries every candidate it listed (5.2 step 4): a run listed running or suspended
+//!   under a workflow of the catalog gets an acquire from the sweep before it returns, unless
+//!   a stop or a crash ended the sweep (a held lease is skipped, not a reason to stop).
+//!   Judged from the `SweepBegan` and `SweepEnded` facts the scenario records around each
+//!   sweep, the sweep's first call (its listing) and the acquires its identity invoked.
 //! - A lease taken is given back: every path of rulvar's engine that acquires (a segment's
 //!   own lease, a worker's drive, the brief leases of retention, pruning, repair and offline
 //!   resolution) releases in a `finally`, so a process that goes on living never leaves a
@@ -63,6 +68,84 @@ fn a_stopped_worker_takes_no_run(j: &Judged, out: &mut Vec<Witness>) {
                 op: Some(c.op.as_str()),
                 call: Some(c.id),
             });
+        }
+    }
+}
+
+pub const A_SWEEP_TRIES_EVERY_CANDIDATE: Property = Property {
+        name: "a_sweep_tries_every_candidate",
+        expectation: Expectation::Always,
+        claim: "A worker's sweep that returns without being told to stop tries to acquire every run its listing returned as running or suspended under a workflow of the catalog, before it returns (docs/engine-model.md 5.2 step 4: a held lease is skipped, not a reason to stop; at-least-once delivery rests on every candidate being tried).",
+        not_checked: "Sweeps that a crash or a stop ended; terminal runs (retention's predicate is the worker's own); runs listed under a workflow no worker registers.",
+        check: a_sweep_tries_every_candidate,
+};
+
+fn a_sweep_tries_every_candidate(j: &Judged, out: &mut Vec<Witness>) {
+    let workflows = crate::ledger::catalog_workflows();
+    let facts = &j.history.facts;
+    let calls = &j.history.calls;
+    for (i, began) in facts.iter().enumerate() {
+        if began.kind != FactKind::SweepBegan {
+            continue;
+        }
+        let mine = |f: &&crate::history::Fact| {
+            f.owner == began.owner && f.node == began.node && f.incarnation == began.incarnation
+        };
+        // The next of its own sweep facts: the return, unless a crash ended the sweep.
+        let Some(ended) = facts[i + 1..]
+            .iter()
+            .filter(mine)
+            .find(|f| matches!(f.kind, FactKind::SweepBegan | FactKind::SweepEnded))
+        else {
+            continue;
+        };
+        if ended.kind != FactKind::SweepEnded {
+            continue;
+        }
+        let stopped = facts[i + 1..]
+            .iter()
+            .filter(mine)
+            .take_while(|f| f.kind != FactKind::SweepEnded)
+            .any(|f| f.kind == FactKind::WorkerStopped);
+        if stopped {
+            continue;
+        }
+        let within = &calls[began.invoked_before.min(calls.len())..ended.invoked_before.min(calls.len())];
+        let by_it = |c: &&Call| {
+            c.node == began.node
+                && c.incarnation == began.incarnation
+                && c.args.actor.as_deref() == Some(began.owner.as_str())
+        };
+        // The sweep's listing is its first call.
+        let Some(listing) = within.iter().find(by_it) else { continue };
+        let (OpKind::ListRuns, Some(crate::history::Read::Runs { metas, .. })) = (listing.op, &listing.read)
+        else {
+            continue;
+        };
+        for m in metas {
+            let candidate = matches!(m.status, store::RunStatus::Running | store::RunStatus::Suspended)
+                && m.workflow_name.as_ref().is_some_and(|w| workflows.contains_key(w));
+            if !candidate {
+                continue;
+            }
+            let tried = within
+                .iter()
+                .filter(by_it)
+                .any(|c| c.op == OpKind::Acquire && c.run_id == m.run_id && c.id > listing.id);
+            if !tried {
+                out.push(Witness {
+                    witness: format!(
+                        "worker {}'s sweep (t={} to t={}) listed run {} as {} and returned without trying to acquire it",
+                        began.owner,
+                        t(began.at_ns),
+                        t(ended.at_ns),
+                        m.run_id,
+                        m.status.as_str(),
+                    ),
+                    op: Some(listing.op.as_str()),
+                    call: Some(listing.id),
+                });
+            }
         }
     }
 }
@@ -220,6 +303,54 @@ mod tests {
             h.acquire(0, "w", "s", 1);
             assert_eq!(h.judge("a_taken_lease_is_given_back").is_empty(), excused, "wait {wait}");
         }
+    }
+
+    /// A sweep by worker "w": its listing of `listed` (run, status, workflow), then acquires
+    /// of `tried`, then (`ended`) its return.
+    fn sweep(listed: &[(&str, store::RunStatus, &str)], tried: &[&str], stop: bool, ended: bool) -> HistoryBuilder {
+        let mut h = HistoryBuilder::engine_run();
+        h.fact(0, "w", FactKind::SweepBegan);
+        let metas = listed
+            .iter()
+            .map(|(run, status, wf)| {
+                let mut m = crate::oracle::testkit::meta_record(run, *status);
+                m.workflow_name = Some(wf.to_string());
+                m
+            })
+            .collect();
+        h.push(0, OpKind::ListRuns, "", None, Args { actor: Some("w".into()), ..Args::default() }, None);
+        h.h.calls.last_mut().expect("pushed").read =
+            Some(crate::history::Read::Runs { filter: store::RunFilter::default(), metas });
+        if stop {
+            h.fact(0, "w", FactKind::WorkerStopped);
+        }
+        for run in tried {
+            h.acquire(0, "w", run, 1);
+            h.h.calls.last_mut().expect("pushed").args.actor = Some("w".into());
+        }
+        if ended {
+            h.fact(0, "w", FactKind::SweepEnded);
+        }
+        h
+    }
+
+    #[test]
+    fn a_sweep_that_returns_without_trying_a_candidate_is_caught() {
+        use store::RunStatus::{Ok, Running, Suspended};
+        let listed = [("a", Running, "happy"), ("b", Suspended, "happy"), ("c", Ok, "happy"), ("d", Running, "nope")];
+        // Terminal runs and unknown workflows are not candidates.
+        assert!(sweep(&listed, &["a", "b"], false, true).judge("a_sweep_tries_every_candidate").is_empty());
+        let v = sweep(&listed, &["a"], false, true).judge("a_sweep_tries_every_candidate");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("listed run b as suspended"), "{}", v[0].witness);
+        // A stopped sweep, and one a crash ended (no return), owe nothing.
+        assert!(sweep(&listed, &["a"], true, true).judge("a_sweep_tries_every_candidate").is_empty());
+        assert!(sweep(&listed, &["a"], false, false).judge("a_sweep_tries_every_candidate").is_empty());
+        // Another identity's acquire is not the sweep's.
+        let mut h = sweep(&listed, &["a"], false, false);
+        h.acquire(0, "v", "b", 2);
+        h.fact(0, "w", FactKind::SweepEnded);
+        assert_eq!(h.judge("a_sweep_tries_every_candidate").len(), 1);
     }
 
     #[test]
