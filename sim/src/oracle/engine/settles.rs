@@ -65,6 +65,58 @@ fn settle_follows_segment_work(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const TERMINAL_META_MATCHES_THE_LAST_SETTLE: Property = Property {
+        name: "terminal_meta_matches_the_last_settle",
+        expectation: Expectation::Always,
+        claim: "A terminal meta write (ok, error, cancelled, exhausted) made under a lease lands on a journal whose latest run_settle (this generation) has that status, or on an empty journal: the write-on-change rule journals a settle whenever the status changed or none was recorded over a non-empty journal, even for a segment that only replayed.",
+        not_checked: "Suspended and running meta writes; meta writes that carry no lease; runs no engine actor started.",
+        check: terminal_meta_matches_the_last_settle,
+};
+
+fn terminal_meta_matches_the_last_settle(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    // Per run, in this generation: whether its journal holds any entry, and its latest settle.
+    let mut journal: BTreeMap<&str, (bool, Option<(u64, Status)>)> = BTreeMap::new();
+    for &c in j.applied.iter().filter(|c| runs.contains(c.run_id.as_str())) {
+        match c.op {
+            OpKind::Delete => {
+                journal.remove(c.run_id.as_str());
+            }
+            OpKind::Append => {
+                let Some(e) = entry_of(c) else { continue };
+                let run = journal.entry(c.run_id.as_str()).or_default();
+                run.0 = true;
+                if let Some(status) = settle_status(&e) {
+                    run.1 = Some((e.seq, status));
+                }
+            }
+            OpKind::PutMeta if c.lease.is_some() => {
+                let Some(m) = meta_of(c) else { continue };
+                if matches!(m.status, Status::Running | Status::Suspended) {
+                    continue;
+                }
+                let (any, settle) = journal.get(c.run_id.as_str()).copied().unwrap_or_default();
+                if !any || settle.is_some_and(|(_, s)| s == m.status) {
+                    continue;
+                }
+                out.push(Witness {
+                    witness: format!(
+                        "run {}: {} wrote meta {} at t={} over a journal whose latest run_settle is {}",
+                        c.run_id,
+                        who(c),
+                        m.status,
+                        t(Judged::applied_ns(c)),
+                        settle.map_or("missing".to_string(), |(seq, s)| format!("{s} (seq {seq})")),
+                    ),
+                    op: Some(c.op.as_str()),
+                    call: Some(c.id),
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
 pub const NO_CLEAN_SETTLE_OVER_A_LOST_APPEND: Property = Property {
     name: "no_clean_settle_over_a_lost_append",
     expectation: Expectation::Always,
@@ -248,6 +300,31 @@ mod tests {
 
     use crate::history::FactKind;
     use crate::oracle::testkit::engine::*;
+
+    #[test]
+    fn a_terminal_meta_over_a_journal_without_its_settle_is_caught() {
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "w", "r", 1);
+        // Over an empty journal, no settle is owed.
+        h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
+        h.append(0, &a, "r", op_entry(1, "step", "op:0:one", "running", None));
+        h.append(0, &a, "r", op_entry(2, "step", "op:0:one", "ok", Some(1)));
+        h.append(0, &a, "r", settle(3, "ok"));
+        h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
+        assert!(h.judge("terminal_meta_matches_the_last_settle").is_empty());
+        // A later segment settles error without journaling it.
+        let b = h.acquire(1, "v", "r", 2);
+        h.meta(1, Some(&b), "r", RunStatus::Error, 2);
+        let v = h.judge("terminal_meta_matches_the_last_settle");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("latest run_settle is ok (seq 3)"), "{}", v[0].witness);
+        // A journal with work and no settle at all.
+        h.delete(1, Some(&b), "r");
+        h.append(1, &b, "r", op_entry(1, "step", "op:0:one", "running", None));
+        h.meta(1, Some(&b), "r", RunStatus::Cancelled, 1);
+        let v = h.judge("terminal_meta_matches_the_last_settle");
+        assert!(v.len() == 2 && v[1].witness.contains("missing"), "{v:?}");
+    }
 
     #[test]
     fn a_terminal_meta_over_live_work_is_caught() {
