@@ -780,8 +780,7 @@ async fn node_body(node: NodeCtx) {
     let sink = &worker_sink;
     let engine = &worker_engine;
     let actor = sink.owner.clone();
-    under_actor(&actor, worker_loop(&new_worker, engine, sink, &sh, &node))
-        .await;
+    under_actor(&actor, worker_loop(&new_worker, engine, sink, &sh, &node)).await;
 }
 
 type SimWorker = Worker<RecordedStore, RecordedTranscripts, LedgerEffects>;

@@ -1135,7 +1135,8 @@ mod tests {
         let (a, b) = (meta_record("a", RunStatus::Running), meta_record("b", RunStatus::Ok));
         let mut h = History::default();
         for (i, m) in [&a, &b].into_iter().enumerate() {
-            let mut put = call(i, OpKind::PutMeta, Args { payload: Some(text(m)), ..Args::default() }, Some(i), i + 1);
+            let mut put =
+                call(i, OpKind::PutMeta, Args { payload: Some(text(m)), ..Args::default() }, Some(i), i + 1);
             put.run_id = m.run_id.clone();
             h.calls.push(put);
         }
@@ -1157,7 +1158,8 @@ mod tests {
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].witness.contains("not in ref order"), "{}", v[0].witness);
         h.calls[5].read = Some(Read::Refs(vec!["r/ckpt/10".into(), "r/ckpt/9".into()]));
-        h.calls[4].read = Some(Read::Runs { filter: RunFilter::default(), metas: vec![b.clone(), a.clone()] });
+        h.calls[4].read =
+            Some(Read::Runs { filter: RunFilter::default(), metas: vec![b.clone(), a.clone()] });
         assert_eq!(judge(&h, None, "reads_see_serial_history").len(), 1, "run id order");
         h.calls[4].read =
             Some(Read::Runs { filter: RunFilter::default(), metas: vec![a.clone(), a.clone(), b.clone()] });

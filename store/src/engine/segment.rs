@@ -414,8 +414,9 @@ where
         let seq = Seq(seg.next_seq.get());
         seg.next_seq.set(seq.0 + 1);
         entry.seq = seq;
-        let started = (entry.status == "running" && matches!(entry.kind.as_str(), "agent" | "step" | "child"))
-            .then(|| (entry.kind.clone(), entry.key.clone()));
+        let dispatch = matches!(entry.kind.as_str(), "agent" | "step" | "child");
+        let started =
+            (dispatch && entry.status == "running").then(|| (entry.kind.clone(), entry.key.clone()));
         seg.appending.set(seg.appending.get() + 1);
         let appended = self.journal.append(seg.run_id, &entry, Some(&seg.lease)).await;
         seg.appending.set(seg.appending.get() - 1);

@@ -75,8 +75,10 @@ pub const TERMINAL_META_MATCHES_THE_LAST_SETTLE: Property = Property {
 
 fn terminal_meta_matches_the_last_settle(j: &Judged, out: &mut Vec<Witness>) {
     let runs = engine_runs(j);
-    // Per run, in this generation: whether its journal holds any entry, and its latest settle.
-    let mut journal: BTreeMap<&str, (bool, Option<(u64, Status)>)> = BTreeMap::new();
+    // Per run, in this generation: whether its journal holds any entry, and its latest settle
+    // (seq, status).
+    type Journal = (bool, Option<(u64, Status)>);
+    let mut journal: BTreeMap<&str, Journal> = BTreeMap::new();
     for &c in j.applied.iter().filter(|c| runs.contains(c.run_id.as_str())) {
         match c.op {
             OpKind::Delete => {

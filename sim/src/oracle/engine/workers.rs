@@ -307,7 +307,12 @@ mod tests {
 
     /// A sweep by worker "w": its listing of `listed` (run, status, workflow), then acquires
     /// of `tried`, then (`ended`) its return.
-    fn sweep(listed: &[(&str, store::RunStatus, &str)], tried: &[&str], stop: bool, ended: bool) -> HistoryBuilder {
+    fn sweep(
+        listed: &[(&str, store::RunStatus, &str)],
+        tried: &[&str],
+        stop: bool,
+        ended: bool,
+    ) -> HistoryBuilder {
         let mut h = HistoryBuilder::engine_run();
         h.fact(0, "w", FactKind::SweepBegan);
         let metas = listed
@@ -337,7 +342,8 @@ mod tests {
     #[test]
     fn a_sweep_that_returns_without_trying_a_candidate_is_caught() {
         use store::RunStatus::{Ok, Running, Suspended};
-        let listed = [("a", Running, "happy"), ("b", Suspended, "happy"), ("c", Ok, "happy"), ("d", Running, "nope")];
+        let listed =
+            [("a", Running, "happy"), ("b", Suspended, "happy"), ("c", Ok, "happy"), ("d", Running, "nope")];
         // Terminal runs and unknown workflows are not candidates.
         assert!(sweep(&listed, &["a", "b"], false, true).judge("a_sweep_tries_every_candidate").is_empty());
         let v = sweep(&listed, &["a"], false, true).judge("a_sweep_tries_every_candidate");
