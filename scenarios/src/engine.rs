@@ -789,13 +789,6 @@ type SimWorker = Worker<RecordedStore, RecordedTranscripts, LedgerEffects>;
 /// workers), per mille.
 const STOP_PER_MILLE: u32 = 300;
 
-/// Of the stops drawn, per mille: delivered at the worker's next leased write instead of at
-/// a time, that write then stalling a few ms, so the stop lands with the write in flight
-/// (the cancel must let a journal append that committed be recorded, and a cancelled
-/// segment's drain and settle follow it). A stop timed blind lands inside a write only when
-/// the plan happens to stall that write.
-const STOP_AT_WRITE_PER_MILLE: u32 = 400;
-
 /// When a sweep's worker is stopped.
 #[derive(Clone, Copy, Debug)]
 enum StopAt {
@@ -901,7 +894,12 @@ async fn worker_loop(
     while !sh.stop.get() {
         let stop = (sh.stops && !sh.heal.get() && sr.chance(STOP_PER_MILLE)).then(|| {
             let ms = sr.between(5, 150);
-            if wr.chance(STOP_AT_WRITE_PER_MILLE) {
+            // Of the stops drawn, the plan's share is delivered at one of the worker's leased
+            // writes instead of at a time, that write then stalling a few ms, so the stop lands
+            // with the write in flight (the cancel must let a journal append that committed be
+            // recorded, and the drain and settle follow it). A stop timed blind lands inside a
+            // write only when the plan happens to stall that write.
+            if wr.chance(world.plan.swarm.interrupt_per_mille) {
                 StopAt::NextWrite { node: index, skip: wr.between(0, 11) as u32, stall_ms: wr.between(1, 20) }
             } else {
                 StopAt::After { ms }

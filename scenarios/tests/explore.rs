@@ -510,9 +510,7 @@ fn a_hazard_probe_stands_before_a_write_of_an_operation_whose_fence_was_seen_ope
 }
 
 /// A plan a guided search built (queue, 2 stalls, one run that a worker stop cancels before any
-/// paid turn; its seed moved from 358944543 to 56 when stops began to be delivered at writes,
-/// which changed that seed's stop): it starves the workload, so the engine quorum guard fails
-/// and nothing else does.
+/// paid turn): it starves the workload, so the engine quorum guard fails and nothing else does.
 /// A seed sweep would count that as a failure; the search counts it vacuous, not failing.
 #[test]
 fn a_plan_that_only_misses_the_quorum_is_vacuous_for_the_search_not_a_failure() {

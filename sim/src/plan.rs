@@ -144,7 +144,17 @@ pub struct Swarm {
     /// ([`Action::PauseUntilTakeover`]); drawn from its own stream too. Seed sweeps draw none.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub pause_per_mille: u32,
+    /// Of the worker stops a scenario draws, the share delivered as an interrupt at one of
+    /// the worker's own leased writes instead of at a time (the write then stalls with the
+    /// stop in flight; see [`crate::world_state::WorldState::arm_interrupt`]). Every derived
+    /// plan carries [`INTERRUPT_PER_MILLE`]; a plan saved before interrupts existed reads 0
+    /// and replays as it did.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub interrupt_per_mille: u32,
 }
+
+/// The share of drawn worker stops that derived plans deliver as interrupts, per mille.
+pub const INTERRUPT_PER_MILLE: u32 = 400;
 
 fn is_zero(v: &u32) -> bool {
     *v == 0
@@ -161,6 +171,7 @@ impl Swarm {
             crash_per_mille: 0,
             expiry_stall_per_mille: 0,
             pause_per_mille: 0,
+            interrupt_per_mille: 0,
         }
     }
 }
@@ -470,6 +481,7 @@ impl Plan {
                 crash_per_mille,
                 expiry_stall_per_mille,
                 pause_per_mille,
+                interrupt_per_mille: INTERRUPT_PER_MILLE,
             },
             decisions: Vec::new(),
             recipe: Some(Recipe {
