@@ -76,9 +76,9 @@ fn any_plan() -> impl Strategy<Value = Plan> {
     );
     let swarm = (
         prop::collection::vec(point_name(), 0..4),
-        (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()),
+        (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()),
     )
-        .prop_map(|(active_points, (a, b, c, d, e, f))| Swarm {
+        .prop_map(|(active_points, (a, b, c, d, e, f, g))| Swarm {
             active_points,
             fire_per_mille: a,
             stall_per_mille: b,
@@ -86,6 +86,7 @@ fn any_plan() -> impl Strategy<Value = Plan> {
             crash_per_mille: d,
             expiry_stall_per_mille: e,
             pause_per_mille: f,
+            interrupt_per_mille: g,
         });
     let decisions = prop::collection::vec(
         (any::<u32>(), point_name(), any::<u32>(), action())
