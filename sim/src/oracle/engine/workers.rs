@@ -140,7 +140,7 @@ fn a_sweep_tries_every_candidate(j: &Judged, out: &mut Vec<Witness>) {
                         t(began.at_ns),
                         t(ended.at_ns),
                         m.run_id,
-                        m.status.as_str(),
+                        super::super::contract::Status::of(m.status).word(),
                     ),
                     op: Some(listing.op.as_str()),
                     call: Some(listing.id),
@@ -324,8 +324,10 @@ mod tests {
             })
             .collect();
         h.push(0, OpKind::ListRuns, "", None, Args { actor: Some("w".into()), ..Args::default() }, None);
-        h.h.calls.last_mut().expect("pushed").read =
-            Some(crate::history::Read::Runs { filter: store::RunFilter::default(), metas });
+        h.h.calls.last_mut().expect("pushed").read = Some(crate::history::Read::Runs {
+            filter: store::RunFilter { status: None, statuses: None, name: None, tags: None },
+            metas,
+        });
         if stop {
             h.fact(0, "w", FactKind::WorkerStopped);
         }
