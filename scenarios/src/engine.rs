@@ -811,23 +811,20 @@ async fn sweep_maybe_stopped(
     stop: Option<StopAt>,
 ) -> Result<store::engine::SweepReport, store::engine::EngineError> {
     let Some(stop) = stop else { return worker.sweep().await };
-    let armed = match stop {
+    // Armed before the sweep starts, so its first leased write can already take the stop.
+    let wait: LocalFuture<'_, ()> = match stop {
+        StopAt::After { ms } => Box::pin(async move { madsim::time::sleep(Duration::from_millis(ms)).await }),
         StopAt::NextWrite { node, skip, stall_ms } => {
-            Some(world.arm_interrupt(node, &sink.owner, skip, stall_ms))
-        }
-        StopAt::After { .. } => None,
-    };
-    let stopper = async move {
-        match (stop, armed) {
-            (_, Some(interrupt)) => {
+            let interrupt = world.arm_interrupt(node, &sink.owner, skip, stall_ms);
+            Box::pin(async move {
                 if interrupt.await.is_err() {
                     std::future::pending::<()>().await;
                 }
-            }
-            (StopAt::After { ms }, None) | (StopAt::NextWrite { stall_ms: ms, .. }, None) => {
-                madsim::time::sleep(Duration::from_millis(ms)).await
-            }
+            })
         }
+    };
+    let stopper = async move {
+        wait.await;
         worker.stop();
         sink.fact(FactKind::WorkerStopped);
         std::future::pending::<()>().await

@@ -19,6 +19,11 @@ use super::*;
 use crate::history::{Call, FactKind, OpKind};
 use crate::ledger::catalog_workflows;
 
+/// Whether an entry belongs to a two-phase dispatch (its running entry or its terminal).
+fn is_dispatch(e: &EntryView) -> bool {
+    matches!(e.kind.as_str(), "agent" | "step" | "child")
+}
+
 pub const NON_REPLAYABLE_TERMINAL_RERUNS: Property = Property {
         name: "non_replayable_terminal_reruns",
         expectation: Expectation::Always,
@@ -286,7 +291,7 @@ fn each_dispatch_ends_once(j: &Judged, out: &mut Vec<Witness>) {
             }
             OpKind::Append => {
                 let Some(e) = entry_of(c) else { continue };
-                if !matches!(e.kind.as_str(), "agent" | "step" | "child") {
+                if !is_dispatch(&e) {
                     continue;
                 }
                 let dispatches = live.entry(c.run_id.as_str()).or_default();
@@ -351,7 +356,7 @@ fn one_terminal_attempt_per_dispatch(j: &Judged, out: &mut Vec<Witness>) {
         }
         let Some(l) = &c.lease else { continue };
         let Some(e) = entry_of(c) else { continue };
-        if !matches!(e.kind.as_str(), "agent" | "step" | "child") || e.status == "running" {
+        if !is_dispatch(&e) || e.status == "running" {
             continue;
         }
         let Some(of) = e.ref_seq else { continue };
@@ -410,7 +415,7 @@ fn ok_results_are_replayed(j: &Judged, out: &mut Vec<Witness>) {
             }
             OpKind::Append => {
                 let Some(e) = entry_of(c) else { continue };
-                if !matches!(e.kind.as_str(), "agent" | "step" | "child") {
+                if !is_dispatch(&e) {
                     continue;
                 }
                 let ops = latest.entry(c.run_id.as_str()).or_default();
@@ -488,7 +493,7 @@ fn dispatches_end_before_the_settle(j: &Judged, out: &mut Vec<Witness>) {
             }
             continue;
         }
-        if !matches!(e.kind.as_str(), "agent" | "step" | "child") {
+        if !is_dispatch(&e) {
             continue;
         }
         if e.status == "running" {
