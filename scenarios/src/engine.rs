@@ -402,14 +402,20 @@ impl EngineScenario {
                 ],
                 vec![EngineDispatchAfterProvider, EngineCheckpointAfterPut],
             ),
+            // Both halves of the retention race: the cascade's brief lease superseded while a
+            // host retries the run (F4), and the retry's lease lapsing with the meta `running`
+            // (its renew stalls past the ttl, or the host dies mid-dispatch) before a sweep
+            // that listed the run terminal acquires it: the re-read must then skip it.
             Focus::StaleRetention => (
                 vec![
                     WorkerRetentionAfterAcquire,
                     WorkerRetentionAfterBlobs,
                     SqliteBlobDeleteBeforeBegin,
                     SqliteDeleteBeforeBegin,
+                    EngineRenewBeforeRenew,
+                    EngineDispatchAfterRunning,
                 ],
-                Vec::new(),
+                vec![EngineDispatchAfterRunning],
             ),
         }
     }
