@@ -404,8 +404,9 @@ impl EngineScenario {
             ),
             // Both halves of the retention race: the cascade's brief lease superseded while a
             // host retries the run (F4), and the retry's lease lapsing with the meta `running`
-            // (its renew stalls past the ttl, or the host dies mid-dispatch) before a sweep
-            // that listed the run terminal acquires it: the re-read must then skip it.
+            // (its renew stalls past the ttl, or the host dies mid-dispatch) while the acquire
+            // of a sweep that listed the run terminal stalls before it begins: the re-read
+            // under that lease must then skip the run.
             Focus::StaleRetention => (
                 vec![
                     WorkerRetentionAfterAcquire,
@@ -414,6 +415,7 @@ impl EngineScenario {
                     SqliteDeleteBeforeBegin,
                     EngineRenewBeforeRenew,
                     EngineDispatchAfterRunning,
+                    SqliteAcquireBeforeBegin,
                 ],
                 vec![EngineDispatchAfterRunning],
             ),
