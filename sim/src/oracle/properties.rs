@@ -111,6 +111,13 @@ pub const ALL: &[Property] = &[
         not_checked: "Refusals in runs whose environment does not observe the store (real multi-process runs); an acquire refused without a clock reading while a grant stood; leases naming another run; lease refusals of calls that carried no lease.",
         check: refusals_follow_the_contract,
     },
+    Property {
+        name: "failures_are_typed_answers",
+        expectation: Expectation::Always,
+        claim: "No store call fails as `storage` or `corrupt`: the simulator injects no I/O fault and every stored byte went through the store, so such an answer means the store misused its own database (a statement on a connection already in a transaction, a lock it did not hold) or wrote what it cannot read back. The contract's failures are typed: held or stale leases, order violations, busy, bad input, a crash.",
+        not_checked: "Real multi-process runs, where the disk itself may fail; which typed failure a call should have met (the refusal and busy properties judge that).",
+        check: failures_are_typed_answers,
+    },
 ];
 
 fn op_name(c: &Call) -> String {
@@ -845,6 +852,31 @@ fn order_refusals_follow_the_journal(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+/// One witness per (operation, failure code): a store that misuses its database once tends to
+/// do so on every call of that shape.
+fn failures_are_typed_answers(j: &Judged, out: &mut Vec<Witness>) {
+    if !j.history.observes_store_clock {
+        return;
+    }
+    let mut said: std::collections::BTreeSet<(OpKind, &str)> = Default::default();
+    for c in &j.history.calls {
+        let Outcome::Err { code, message } = &c.outcome else { continue };
+        if !matches!(code.as_str(), "storage" | "corrupt") || !said.insert((c.op, code.as_str())) {
+            continue;
+        }
+        out.push(Witness {
+            op: Some(c.op.as_str()),
+            call: Some(c.id),
+            witness: format!(
+                "{} by {} at t={} failed as {code}: {message}",
+                describe_call(c),
+                who(c),
+                t(c.returned_ns.unwrap_or(c.invoked_ns))
+            ),
+        });
+    }
+}
+
 fn grant_lasts_the_ttl(j: &Judged, out: &mut Vec<Witness>) {
     let Some(ttl) = j.expect.ttl_ms else { return };
     let ttl = ttl as i64;
@@ -987,6 +1019,30 @@ mod tests {
         let mut h = refused_after_a_grant(acquire, StoreClock::NotObserved);
         h.observes_store_clock = false;
         assert!(judge(&h, None, "refusals_follow_the_contract").is_empty());
+    }
+
+    #[test]
+    fn a_storage_or_corrupt_failure_is_caught_and_typed_refusals_are_not() {
+        let failed = |code: &str| {
+            let mut c = call(0, OpKind::Append, Args::default(), None, 0);
+            c.outcome = Outcome::Err {
+                code: code.into(),
+                message: "cannot start a transaction within a transaction".into(),
+            };
+            History { observes_store_clock: true, calls: vec![c], ..History::default() }
+        };
+        for code in ["lease_held", "busy", "journal_order_violation", "invalid_input", "config", "crashed"] {
+            assert!(judge(&failed(code), None, "failures_are_typed_answers").is_empty(), "{code}");
+        }
+        for code in ["storage", "corrupt"] {
+            let v = judge(&failed(code), None, "failures_are_typed_answers");
+            assert_eq!(v.len(), 1, "{code}: {v:?}");
+            assert!(v[0].witness.contains(&format!("failed as {code}")), "{}", v[0].witness);
+        }
+        // A real multi-process run's disk may fail: not judged there.
+        let mut h = failed("storage");
+        h.observes_store_clock = false;
+        assert!(judge(&h, None, "failures_are_typed_answers").is_empty());
     }
 
     #[test]
