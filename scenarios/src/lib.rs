@@ -2,6 +2,7 @@
 //! it adds to the generic oracle), plus the negative tests, regression tests and snapshot
 //! tests under `tests/`.
 
+pub mod edges;
 pub mod engine;
 pub mod killpoints;
 pub mod soak;
@@ -17,6 +18,7 @@ pub fn catalog() -> Vec<&'static dyn Scenario> {
         &soak::BOOT_RACE,
         &tombstone::TOMBSTONE,
         &killpoints::KILL_POINTS,
+        &edges::EDGES,
         &engine::QUEUE,
         &engine::QUEUE_SOLO,
         &engine::F1_STALE_SETTLE,

@@ -15,6 +15,8 @@ use serde_json::Value;
 use store::engine::{Op, RUN_SETTLE_DECISION_TYPE};
 use store::{RunFilter, RunStatus};
 
+use crate::history::{Args, OpKind};
+
 /// A run status as meta records it (docs/engine-model.md 3.1): `running` and `suspended` are
 /// resumable, the other four terminal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -76,9 +78,12 @@ impl fmt::Display for Status {
 /// The largest integer rulvar's engine represents exactly (`Number.MAX_SAFE_INTEGER`).
 const SAFE_INTEGER_MAX: u64 = (1 << 53) - 1;
 
+/// The largest seq a store accepts: the same bound (the Rust port's `SEQ_MAX`).
+pub const SEQ_LIMIT: u64 = SAFE_INTEGER_MAX;
+
 /// A run id (and each blob-ref segment) is one safe path segment: `[A-Za-z0-9._-]+`, not
 /// `.` or `..` (docs/store-contract.md 1.5, T5).
-fn safe_segment(s: &str) -> bool {
+pub fn safe_segment(s: &str) -> bool {
     !s.is_empty()
         && s != "."
         && s != ".."
@@ -176,6 +181,34 @@ impl EntryView {
         let ref_seq = optional(o, "ref", |v| v.as_u64().filter(|&s| s <= SAFE_INTEGER_MAX))?;
         let value = o.get("value").cloned().unwrap_or(Value::Null);
         Some(EntryView { seq, kind, status, key, ref_seq, value, raw })
+    }
+}
+
+/// What a call's arguments make malformed by the contract, if anything: `run id`, `blob
+/// ref`, `lease owner` or `journal entry seq`, checked in that order (a store refuses bad
+/// input before it looks at a lease). `None` for a well-formed call, and for the operations
+/// whose only argument is a lease or a filter.
+pub fn malformed_input(op: OpKind, run_id: &str, args: &Args) -> Option<&'static str> {
+    match op {
+        OpKind::Acquire if !safe_segment(run_id) => Some("run id"),
+        OpKind::Acquire if args.owner.as_deref().is_some_and(str::is_empty) => Some("lease owner"),
+        OpKind::Append
+        | OpKind::Load
+        | OpKind::PutMeta
+        | OpKind::GetMeta
+        | OpKind::Delete
+        | OpKind::BlobList
+            if !safe_segment(run_id) =>
+        {
+            Some("run id")
+        }
+        OpKind::Append if args.seq.is_some_and(|s| s > SEQ_LIMIT) => Some("journal entry seq"),
+        OpKind::BlobPut | OpKind::BlobGet | OpKind::BlobDelete
+            if args.blob_ref.as_deref().is_some_and(|r| !r.split('/').all(safe_segment)) =>
+        {
+            Some("blob ref")
+        }
+        _ => None,
     }
 }
 

@@ -39,6 +39,11 @@ pub const GOALS: &[Goal] = &[
     },
     Goal { name: "busy_met", claim: "A call met SQLITE_BUSY.", check: busy_met },
     Goal {
+        name: "malformed_input_refused",
+        claim: "A call the contract calls malformed (a run id, blob ref, owner or seq) was refused as invalid input.",
+        check: malformed_input_refused,
+    },
+    Goal {
         name: "crash_after_commit",
         claim: "A process died with a call in flight whose write had already committed.",
         check: crash_after_commit,
@@ -138,6 +143,13 @@ fn superseded_write_refused(j: &Judged) -> bool {
 
 fn busy_met(j: &Judged) -> bool {
     j.history.calls.iter().any(|c| c.outcome.is_busy())
+}
+
+fn malformed_input_refused(j: &Judged) -> bool {
+    j.history.calls.iter().any(|c| {
+        matches!(&c.outcome, Outcome::Err { code, .. } if code == "invalid_input")
+            && super::contract::malformed_input(c.op, &c.run_id, &c.args).is_some()
+    })
 }
 
 fn crash_after_commit(j: &Judged) -> bool {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::contract::{filter_excludes_strictly, filter_matches, EntryView, MetaView};
+use super::contract::{filter_excludes_strictly, filter_matches, malformed_input, EntryView, MetaView};
 use super::model::{rejected, staleness, t, walk_grants, who, GrantWalk, Judged};
 use super::{Expectation, Property, Witness};
 use crate::history::{describe_call, Call, OpKind, Outcome, Read, StoreClock};
@@ -117,6 +117,13 @@ pub const ALL: &[Property] = &[
         claim: "No store call fails as `storage` or `corrupt`: the simulator injects no I/O fault and every stored byte went through the store, so such an answer means the store misused its own database (a statement on a connection already in a transaction, a lock it did not hold) or wrote what it cannot read back. The contract's failures are typed: held or stale leases, order violations, busy, bad input, a crash.",
         not_checked: "Real multi-process runs, where the disk itself may fail; which typed failure a call should have met (the refusal and busy properties judge that).",
         check: failures_are_typed_answers,
+    },
+    Property {
+        name: "malformed_input_refused_and_only_it",
+        expectation: Expectation::Always,
+        claim: "A call whose run id, blob ref, lease owner or journal seq the contract calls malformed (T5's safe segment; a seq above 2^53-1; an empty owner) is refused as invalid input and changes nothing; a well-formed call is never refused as invalid input.",
+        not_checked: "Calls cut by a crash or answered busy; payloads (a meta or entry's other fields); leases naming a malformed run.",
+        check: malformed_input_refused_and_only_it,
     },
 ];
 
@@ -877,6 +884,58 @@ fn failures_are_typed_answers(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+/// One witness per (operation, what was wrong): the same mistake repeats on every call of
+/// that shape. Judged by the oracle's own rule ([`malformed_input`]), not the store's.
+fn malformed_input_refused_and_only_it(j: &Judged, out: &mut Vec<Witness>) {
+    let mut said: std::collections::BTreeSet<(OpKind, &str)> = Default::default();
+    for c in &j.history.calls {
+        let malformed = malformed_input(c.op, &c.run_id, &c.args);
+        let complaint = match (&c.outcome, malformed) {
+            (Outcome::Unknown, _) => continue,
+            (Outcome::Err { code, .. }, _) if code == "busy" || code == "crashed" => continue,
+            (Outcome::Err { code, .. }, Some(_)) if code == "invalid_input" => continue,
+            (Outcome::Ok { .. }, Some(what)) => (what, format!("was accepted with a malformed {what}")),
+            (Outcome::Err { code, .. }, Some(what)) => {
+                (what, format!("has a malformed {what} but was refused as {code}, not as invalid input"))
+            }
+            (Outcome::Err { code, message }, None) if code == "invalid_input" => {
+                ("well-formed", format!("is well formed but was refused as invalid input ({message})"))
+            }
+            _ => continue,
+        };
+        if !said.insert((c.op, complaint.0)) {
+            continue;
+        }
+        out.push(Witness {
+            op: Some(c.op.as_str()),
+            call: Some(c.id),
+            witness: format!(
+                "{} by {} at t={} {}",
+                describe_call(c),
+                who(c),
+                t(c.returned_ns.unwrap_or(c.invoked_ns)),
+                complaint.1
+            ),
+        });
+    }
+    // Changed nothing: a malformed call the store applied anyway is in the apply order.
+    for &c in &j.applied {
+        if let Some(what) = malformed_input(c.op, &c.run_id, &c.args) {
+            if said.insert((c.op, "applied")) {
+                out.push(Witness {
+                    op: Some(c.op.as_str()),
+                    call: Some(c.id),
+                    witness: format!(
+                        "{} by {} took effect with a malformed {what}",
+                        describe_call(c),
+                        who(c)
+                    ),
+                });
+            }
+        }
+    }
+}
+
 fn grant_lasts_the_ttl(j: &Judged, out: &mut Vec<Witness>) {
     let Some(ttl) = j.expect.ttl_ms else { return };
     let ttl = ttl as i64;
@@ -1019,6 +1078,45 @@ mod tests {
         let mut h = refused_after_a_grant(acquire, StoreClock::NotObserved);
         h.observes_store_clock = false;
         assert!(judge(&h, None, "refusals_follow_the_contract").is_empty());
+    }
+
+    #[test]
+    fn malformed_input_must_be_refused_as_such_and_well_formed_input_must_not() {
+        let verdict = |op: OpKind, run: &str, args: Args, outcome: Outcome, applied: bool| {
+            let mut c = call(0, op, args, applied.then_some(0), 0);
+            c.run_id = run.into();
+            c.outcome = outcome;
+            let h = History { applied_count: usize::from(applied), calls: vec![c], ..History::default() };
+            judge(&h, None, "malformed_input_refused_and_only_it")
+        };
+        let ok = || Outcome::Ok { detail: String::new() };
+        let err = |code: &str| Outcome::Err { code: code.into(), message: "m".into() };
+        let seq = |s| Args { seq: Some(s), ..Args::default() };
+        let limit = (1u64 << 53) - 1;
+        // The seq limit itself is well formed, one above it is not.
+        assert!(verdict(OpKind::Append, "r", seq(limit), ok(), true).is_empty());
+        assert!(verdict(OpKind::Append, "r", seq(limit + 1), err("invalid_input"), false).is_empty());
+        let v = verdict(OpKind::Append, "r", seq(limit), err("invalid_input"), false);
+        assert!(v.len() == 1 && v[0].witness.contains("well formed"), "{v:?}");
+        let v = verdict(OpKind::Append, "r", seq(limit + 1), ok(), true);
+        assert_eq!(v.len(), 2, "accepted and applied: {v:?}");
+        // Run ids, refs and owners by T5's safe segment.
+        for bad in ["", ".", "..", "a/b", "a b", "é"] {
+            assert!(
+                verdict(OpKind::Load, bad, Args::default(), err("invalid_input"), false).is_empty(),
+                "{bad}"
+            );
+            assert_eq!(verdict(OpKind::GetMeta, bad, Args::default(), ok(), false).len(), 1, "{bad}");
+        }
+        let blob = |r: &str| Args { blob_ref: Some(r.into()), ..Args::default() };
+        assert!(verdict(OpKind::BlobPut, "r", blob("r/ckpt/1"), ok(), true).is_empty());
+        assert_eq!(verdict(OpKind::BlobGet, "r", blob("r//x"), err("lease_held"), false).len(), 1);
+        let owner = |o: &str| Args { owner: Some(o.into()), ..Args::default() };
+        assert_eq!(verdict(OpKind::Acquire, "r", owner(""), ok(), true).len(), 2);
+        assert!(verdict(OpKind::Acquire, "r", owner("w"), err("lease_held"), false).is_empty());
+        // Busy or a crash says nothing about the input.
+        assert!(verdict(OpKind::Load, "..", Args::default(), err("busy"), false).is_empty());
+        assert!(verdict(OpKind::Load, "..", Args::default(), Outcome::Unknown, false).is_empty());
     }
 
     #[test]

@@ -19,10 +19,9 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 use store::{Epoch, JournalEntry, Lease, LeaseRefusal, RunFilter, RunMeta};
 
-use super::contract::{filter_excludes_strictly, filter_matches, run_of_ref, MetaView, Status};
+use super::contract::{filter_excludes_strictly, filter_matches, run_of_ref, safe_segment, MetaView, Status};
 
-/// The largest seq a store accepts (`Number.MAX_SAFE_INTEGER`, the Rust port's bound).
-pub const SEQ_LIMIT: u64 = (1 << 53) - 1;
+pub use super::contract::SEQ_LIMIT;
 
 /// Which surfaces enforce a lease they are given, and how blobs are listed: the parts of the
 /// contract a store declares rather than shares.
@@ -130,15 +129,6 @@ pub struct Reference {
     ttl_ms: i64,
     surfaces: Surfaces,
     state: State,
-}
-
-/// A run id, and each segment of a blob ref, is one safe segment: `[A-Za-z0-9._-]+`, not `.`
-/// or `..` (T5; the Rust port applies it to every store).
-fn safe_segment(s: &str) -> bool {
-    !s.is_empty()
-        && s != "."
-        && s != ".."
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 fn valid_run_id(run_id: &str) -> Result<(), Refusal> {
