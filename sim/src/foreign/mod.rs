@@ -28,7 +28,7 @@ pub use any::{AnyStore, AnyTranscripts};
 pub use driver::{ForeignOptions, ForeignStore, ForeignTranscripts};
 
 /// The scenarios that exercise the store itself and run over a foreign store.
-pub const STORE_SCENARIOS: &[&str] = &["soak", "f3-check-then-mutate", "boot-race", "tombstone"];
+pub const STORE_SCENARIOS: &[&str] = &["soak", "f3-check-then-mutate", "boot-race", "tombstone", "edges"];
 
 /// The default wall-clock guard on one reply (a hung child becomes a harness error).
 pub const DEFAULT_GUARD: Duration = Duration::from_secs(5);
