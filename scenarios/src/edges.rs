@@ -75,6 +75,8 @@ fn shared(world: &WorldState) -> Rc<EdgeShared> {
 struct Prober {
     node: u32,
     incarnation: u32,
+    /// The owner this process presents on every acquire (`edge-n<node>`).
+    owner: String,
     store: RecordedStore,
     blobs: RecordedTranscripts,
     shared: Rc<EdgeShared>,
@@ -144,8 +146,7 @@ impl Prober {
     /// One round on `run`: a lease, every probe once in a drawn order, then a release or a
     /// leased delete. Whether the round got its lease.
     async fn round(&self, run: &str) -> bool {
-        let owner = format!("edge-n{}", self.node);
-        let lease = match self.patiently(|| self.store.acquire(run, &owner)).await {
+        let lease = match self.patiently(|| self.store.acquire(run, &self.owner)).await {
             Ok(l) => l,
             Err(_) => {
                 madsim::time::sleep(Duration::from_millis(5)).await;
@@ -211,8 +212,7 @@ impl Prober {
             }
             Probe::MalformedIds => {
                 let bad = MALFORMED_IDS[self.pick(MALFORMED_IDS.len())];
-                let owner = format!("edge-n{}", self.node);
-                let _ = self.patiently(|| self.store.acquire(bad, &owner)).await;
+                let _ = self.patiently(|| self.store.acquire(bad, &self.owner)).await;
                 let _ = self.patiently(|| self.store.load(bad)).await;
                 let _ = self.patiently(|| self.store.get_meta(bad)).await;
                 let stray = entry(1, "stray");
@@ -282,6 +282,7 @@ impl Scenario for Edges {
             let prober = Prober {
                 node: node.index,
                 incarnation: node.incarnation,
+                owner: format!("edge-n{}", node.index),
                 blobs: node.store.transcripts(),
                 store: node.store,
                 rng: RefCell::new(rng(shared.seed, "edges", stream)),
@@ -310,14 +311,7 @@ impl Scenario for Edges {
     }
 
     fn smaller_knobs(&self, knobs: &Knobs) -> Vec<Knobs> {
-        let mut out = Vec::new();
-        for nodes in 2..knobs.nodes {
-            out.push(Knobs { nodes, ..knobs.clone() });
-        }
-        for size in 1..knobs.size {
-            out.push(Knobs { size, ..knobs.clone() });
-        }
-        out
+        knobs.fewer_nodes_then_smaller_size(2)
     }
 
     fn scenario_checks(&self, world: &WorldState, _history: &History, _fin: &FinalState) -> Vec<Violation> {

@@ -594,9 +594,7 @@ impl Scenario for EngineScenario {
     }
 
     fn smaller_knobs(&self, knobs: &Knobs) -> Vec<Knobs> {
-        let fewer_nodes = (self.nodes.0 as u32..knobs.nodes).map(|nodes| Knobs { nodes, ..knobs.clone() });
-        let fewer_runs = (1..knobs.size).map(|size| Knobs { size, ..knobs.clone() });
-        fewer_nodes.chain(fewer_runs).collect()
+        knobs.fewer_nodes_then_smaller_size(self.nodes.0 as u32)
     }
 }
 

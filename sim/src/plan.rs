@@ -115,6 +115,16 @@ pub struct Knobs {
     pub cap_ms: u64,
 }
 
+impl Knobs {
+    /// The shrinker's usual smaller knobs: each node count from `min_nodes` below this one,
+    /// then each `size` from 1 below this one, the rest unchanged.
+    pub fn fewer_nodes_then_smaller_size(&self, min_nodes: u32) -> Vec<Knobs> {
+        let fewer_nodes = (min_nodes..self.nodes).map(|nodes| Knobs { nodes, ..self.clone() });
+        let smaller = (1..self.size).map(|size| Knobs { size, ..self.clone() });
+        fewer_nodes.chain(smaller).collect()
+    }
+}
+
 /// Per-node clock: a fixed offset and a drift in parts per million.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClockSpec {

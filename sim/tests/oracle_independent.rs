@@ -85,18 +85,27 @@ fn final_segments(s: &[u8], i: usize, out: &mut Vec<String>) -> usize {
     j
 }
 
-/// What the file borrows from the system under test, one line each.
-fn borrowings(text: &str) -> Vec<String> {
+/// Where each `store::` path root starts in `text` (not `xstore::`): the byte offset of the
+/// `store::` and the offset just past it.
+fn store_roots(text: &str) -> Vec<(usize, usize)> {
     let s = text.as_bytes();
     let mut out = Vec::new();
     let mut from = 0;
     while let Some(at) = text[from..].find("store::") {
         let at = from + at;
         from = at + "store::".len();
-        // `store::` as its own path root (not `xstore::`).
-        if at > 0 && (s[at - 1].is_ascii_alphanumeric() || s[at - 1] == b'_') {
-            continue;
+        if at == 0 || !(s[at - 1].is_ascii_alphanumeric() || s[at - 1] == b'_') {
+            out.push((at, from));
         }
+    }
+    out
+}
+
+/// What the file borrows from the system under test, one line each.
+fn borrowings(text: &str) -> Vec<String> {
+    let s = text.as_bytes();
+    let mut out = Vec::new();
+    for (at, from) in store_roots(text) {
         let mut names = Vec::new();
         final_segments(s, from, &mut names);
         for n in names {
@@ -223,13 +232,7 @@ fn method_borrowings(
     let mut out = Vec::new();
     // The store types this file can name: every `CamelCase` item imported from `store::`.
     let mut imported = BTreeSet::new();
-    let mut from = 0;
-    while let Some(at) = text[from..].find("store::") {
-        let at = from + at;
-        from = at + "store::".len();
-        if at > 0 && (s[at - 1].is_ascii_alphanumeric() || s[at - 1] == b'_') {
-            continue;
-        }
+    for (_, from) in store_roots(text) {
         let mut names = Vec::new();
         final_segments(s, from, &mut names);
         // `store::types::RunMeta::from_json(..)` reaches here as `from_json`: its type is the

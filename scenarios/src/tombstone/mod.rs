@@ -153,14 +153,7 @@ impl Scenario for Tombstone {
     }
 
     fn smaller_knobs(&self, knobs: &Knobs) -> Vec<Knobs> {
-        let mut out = Vec::new();
-        for nodes in 2..knobs.nodes {
-            out.push(Knobs { nodes, ..knobs.clone() });
-        }
-        for size in 1..knobs.size {
-            out.push(Knobs { size, ..knobs.clone() });
-        }
-        out
+        knobs.fewer_nodes_then_smaller_size(2)
     }
 
     fn scenario_checks(&self, world: &WorldState, _history: &History, _fin: &FinalState) -> Vec<Violation> {
