@@ -73,11 +73,29 @@ pub fn timeline_line(e: &Event) -> String {
         fmt_time(e.at_ns),
         node,
         epoch,
-        e.op,
-        e.outcome,
-        e.fault
+        printable(&e.op),
+        printable(&e.outcome),
+        printable(&e.fault)
     );
     line.trim_end().to_string()
+}
+
+/// `s` with its control characters escaped (`\u{0}`, `\n`), so that a report stays one line
+/// per event and plain text to tools like `grep`: the `edges` scenario sends run ids with a
+/// NUL byte. Printable characters, non-ASCII ones included, stay as they are.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// The JSON Lines trace: one object per event.
@@ -168,10 +186,10 @@ pub fn failure_text(r: &RunReport) -> String {
         if *n <= 3 {
             match v.op {
                 Some(op) => {
-                    let _ = writeln!(out, "  {}@{op}: {}", v.property, v.witness);
+                    let _ = writeln!(out, "  {}@{op}: {}", v.property, printable(&v.witness));
                 }
                 None => {
-                    let _ = writeln!(out, "  {}: {}", v.property, v.witness);
+                    let _ = writeln!(out, "  {}: {}", v.property, printable(&v.witness));
                 }
             }
         } else if *n == 4 {
@@ -225,5 +243,14 @@ mod tests {
         assert_eq!(lines[3], lines[4], "events with a fault are never folded");
         assert!(lines[5].starts_with("   0.040s") && !lines[5].contains(" x"), "{folded}");
         assert_eq!(timeline(&History { events, ..History::default() }).lines().count(), 1 + 7);
+    }
+
+    #[test]
+    fn control_characters_print_escaped_and_other_text_stays() {
+        let line = timeline_line(&event(3, 0, "append r\0x/ü by a", "err invalid_input\nrun id", ""));
+        assert!(line.contains("append r\\u{0}x/ü by a"), "{line}");
+        assert!(line.contains("err invalid_input\\nrun id"), "{line}");
+        assert!(!line.chars().any(char::is_control), "{line:?}");
+        assert!(matches!(printable("plain ü"), std::borrow::Cow::Borrowed("plain ü")));
     }
 }
