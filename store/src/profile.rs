@@ -2,8 +2,8 @@
 //! construction (never a cargo feature, never a global).
 //!
 //! Each profile restores the switches of rulvar's release it is named after (the table of
-//! docs/store-contract.md 9), plus fencesim's own `retention_rechecks`, on only in
-//! `current` (docs/engine-model.md P). The flawed and the fixed path sit side by
+//! docs/store-contract.md 9), plus fencesim's own `retention_rechecks` and
+//! `drive_rechecks`, on only in `current` (docs/engine-model.md P). The flawed and the fixed path sit side by
 //! side in the store code behind these switches, so a reader sees both. The harness must
 //! catch every flawed profile with its generic oracle and find nothing under `current`.
 
@@ -168,6 +168,11 @@ pub struct Profile {
     /// still terminal (this model's `current`; rulvar's `applyRetention` decides from the
     /// sweep's listing, so a run resumed since can be deleted while running).
     pub retention_rechecks: bool,
+    /// The worker's sweep re-reads the run's meta under the lease it acquired and resumes only
+    /// a run still `running` or `suspended` (this model's `current`; rulvar's sweep decides
+    /// from its listing, so a run that settled terminal since, a cancelled one for example, is
+    /// resumed and its cancel undone).
+    pub drive_rechecks: bool,
 }
 
 /// rulvar's BOOT_BUSY_TIMEOUT_MS.
@@ -175,7 +180,7 @@ pub const BOOT_BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
 
 impl Profile {
     /// The switches of a named profile, as docs/store-contract.md 9 sets them, plus
-    /// `retention_rechecks` (fencesim's; docs/engine-model.md P).
+    /// `retention_rechecks` and `drive_rechecks` (fencesim's; docs/engine-model.md P).
     pub const fn of(name: ProfileName) -> Profile {
         let bounded = BootRetry::Bounded { deadline: BOOT_BUSY_TIMEOUT };
         match name {
@@ -193,6 +198,7 @@ impl Profile {
                 settle_failure_policy: SettleFailurePolicy::SwallowAll,
                 settle_journaled: false,
                 retention_rechecks: false,
+                drive_rechecks: false,
             },
             ProfileName::V1_44_1 => Profile {
                 fence_txn: FenceTxn::Atomic,
@@ -219,6 +225,7 @@ impl Profile {
                 epoch_tombstone: true,
                 settle_failure_policy: SettleFailurePolicy::LeaseHeldOnly,
                 retention_rechecks: true,
+                drive_rechecks: true,
                 ..Profile::of(ProfileName::PreTombstone)
             }
             .named(name),

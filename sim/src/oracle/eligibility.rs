@@ -1,4 +1,6 @@
-//! Deletion and pruning eligibility. Retention deletes only runs whose meta is terminal,
+//! Deletion, pruning and resume eligibility. A worker's sweep resumes only runs whose meta
+//! is `running` or `suspended`, never a terminal one (docs/engine-model.md 5.2 step 3; at
+//! the instant of its boot write only with this model's re-check, P). Retention deletes only runs whose meta is terminal,
 //! never a running or suspended run, whether or not anyone holds it (docs/engine-model.md 5.2 step 3, 5.4; at apply time only with this model's re-check, P);
 //! `pruneRun` deletes only the checkpoints of `ok` agent terminals that no other entry
 //! mentions (docs/engine-model.md 6.2). Both are judged from the apply-ordered history against
@@ -27,6 +29,13 @@ pub const ALL: &[Property] = &[
         claim: "A run deletion made by an engine identity (retention, a deletion cascade) applies only while the run's meta is terminal: a running or suspended run is never deleted.",
         not_checked: "Deletions by actors that do not say who they are (host decisions of store-level actors); the scenario's own retention rule beyond terminality.",
         check: only_terminal_runs_deleted,
+    },
+    Property {
+        name: "sweeps_resume_only_live_runs",
+        expectation: Expectation::Always,
+        claim: "A segment a worker's sweep drives (its lease is the one the sweep acquired: the `worker.sweep.after_acquire` mark) writes its first meta over a `running` or `suspended` meta: a run that settled terminal, or vanished, since the sweep listed it is not resumed.",
+        not_checked: "Resumes by hosts (a retry of a finished run is theirs to make); sweeps whose segment writes no meta, or writes it without the lease (profiles before v1.45.0 thread the lease into appends only).",
+        check: sweeps_resume_only_live_runs,
     },
     Property {
         name: "prune_only_spent_checkpoints",
@@ -84,6 +93,49 @@ fn only_terminal_runs_deleted(j: &Judged, out: &mut Vec<Witness>) {
                 c.args.actor.as_deref().unwrap_or(""),
                 describe_call(c),
                 t(Judged::applied_ns(c)),
+                status.map_or("missing", Status::word),
+                journal.len()
+            ))
+            .on(c.op, c.id),
+        );
+    });
+}
+
+fn sweeps_resume_only_live_runs(j: &Judged, out: &mut Vec<Witness>) {
+    // The grants the sweeps took, and whether each has written its first meta yet.
+    let mut first_meta_seen: BTreeMap<(u32, u32, &str, u64), bool> = j
+        .history
+        .marks
+        .iter()
+        .filter(|m| m.point == "worker.sweep.after_acquire")
+        .filter_map(|m| Some(((m.node, m.incarnation, m.run_id.as_str(), m.epoch?), false)))
+        .collect();
+    if first_meta_seen.is_empty() {
+        return;
+    }
+    replay(j, |c, journal, status| {
+        if c.op != OpKind::PutMeta {
+            return;
+        }
+        let Some(lease) = c.lease.as_ref() else { return };
+        let Some(seen) = first_meta_seen.get_mut(&(c.node, c.incarnation, c.run_id.as_str(), lease.epoch.0))
+        else {
+            return;
+        };
+        if std::mem::replace(seen, true) {
+            return;
+        }
+        if matches!(status, Some(Status::Running | Status::Suspended)) {
+            return;
+        }
+        out.push(
+            Witness::new(format!(
+                "n{} ({})'s sweep resumed {} at t={} under epoch {}: its first meta write landed over a {} meta ({} journal entries)",
+                c.node,
+                c.args.actor.as_deref().unwrap_or(""),
+                c.run_id,
+                t(Judged::applied_ns(c)),
+                lease.epoch.0,
                 status.map_or("missing", Status::word),
                 journal.len()
             ))
@@ -238,6 +290,45 @@ mod tests {
             only_terminal_runs_deleted
         )
         .is_empty());
+    }
+
+    #[test]
+    fn a_sweep_resuming_a_run_that_settled_since_its_listing_is_caught() {
+        // A host cancelled the run (unleased here), then the sweep's segment boots it.
+        let sweep = |before: &str, mark: bool| {
+            let mut boot = meta(1, "running");
+            boot.lease = Some(testkit::lease("worker", 3));
+            let mut settle = meta(2, "cancelled");
+            settle.lease = boot.lease.clone();
+            let calls = vec![meta(0, before), boot, settle];
+            let h = History {
+                applied_count: calls.len(),
+                calls,
+                marks: if mark {
+                    vec![crate::history::Mark {
+                        point: "worker.sweep.after_acquire",
+                        node: 0,
+                        incarnation: 0,
+                        run_id: "r".into(),
+                        epoch: Some(3),
+                        applied_before: 1,
+                    }]
+                } else {
+                    Vec::new()
+                },
+                ..History::default()
+            };
+            testkit::judge(&h, sweeps_resume_only_live_runs)
+        };
+        let v = sweep("cancelled", true);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("over a cancelled meta"), "{}", v[0].witness);
+        // A suspended run is the sweep's to resume, and its own settle that follows the boot
+        // is not a resume.
+        assert!(sweep("suspended", true).is_empty());
+        assert!(sweep("running", true).is_empty());
+        // Without the sweep's mark the segment is a host's (a retry of a finished run).
+        assert!(sweep("cancelled", false).is_empty());
     }
 
     #[test]

@@ -41,6 +41,9 @@ pub struct SweepReport {
     pub skipped_held: Vec<String>,
     /// Suspended runs with nothing new since this worker parked them.
     pub skipped_parked: Vec<String>,
+    /// Runs listed live whose meta, read again under the lease, had settled terminal since
+    /// the listing (under `drive_rechecks`: never resumed).
+    pub skipped_settled: Vec<String>,
     /// Terminal runs deleted by retention.
     pub deleted: Vec<String>,
     /// Runs whose drive or retention failed, with the error (reported, not fatal).
@@ -192,6 +195,15 @@ where
                 Ok::<_, StoreError>((journal.load(&run_id).await?, journal.get_meta(&run_id).await?))
             };
             let entries = match read.await {
+                Ok((_, Some(now))) if now.status.is_terminal() && self.engine.profile.drive_rechecks => {
+                    // Settled since the listing (a holder cancelled or finished it): a terminal
+                    // meta is never resumed (docs/engine-model.md 5.2 step 3). rulvar decides
+                    // from the listing, so a stale listing resumes a cancelled run and undoes
+                    // the cancel (fencesim's `current` re-checks; see P).
+                    release_quietly(journal, &lease).await?;
+                    report.skipped_settled.push(run_id);
+                    continue;
+                }
                 Ok((entries, Some(_))) => entries,
                 Ok((_, None)) => {
                     release_quietly(journal, &lease).await?;

@@ -374,4 +374,34 @@ mod tests {
         let v = h.judge("deleted_run_leaves_no_blobs");
         assert_eq!(v.len(), 1, "only the listed cascade is judged: {v:?}");
     }
+
+    #[test]
+    fn a_blob_a_holder_put_after_an_unleased_host_cascade_listed_the_run_is_not_a_leftover() {
+        use crate::history::{Args, OpKind};
+        // Host n1's unleased cascade lists the run's blobs and deletes the one it saw; then a
+        // holder puts a checkpoint (under its lease, or under none); then the host's journal
+        // delete applies with that put still stored.
+        let cascade = |put_leased: bool| {
+            let mut h = HistoryBuilder::engine_run();
+            let w = h.acquire(0, "w", "r", 1);
+            h.ckpt(0, &w, "r", 3, 1);
+            h.push(1, OpKind::BlobList, "r", None, Args::default(), None);
+            h.h.applied_count -= 1;
+            h.h.calls.last_mut().expect("pushed").applied = None;
+            let seen = Args { blob_ref: Some("r/ckpt/3".into()), ..Args::default() };
+            h.push(1, OpKind::BlobDelete, "r", None, seen, None);
+            let v = h.acquire(0, "w", "r", 2);
+            h.ckpt(0, &v, "r", 5, 1);
+            if !put_leased {
+                h.h.calls.last_mut().expect("pushed").lease = None;
+            }
+            h.delete(1, None, "r");
+            h
+        };
+        // The holder's put came after the listing: the host deleted a run someone held.
+        assert!(cascade(true).judge("deleted_run_leaves_no_blobs").is_empty());
+        // The exemption is that narrow: the same put made under no lease is a leftover.
+        let v = cascade(false).judge("deleted_run_leaves_no_blobs");
+        assert!(v.len() == 1 && v[0].witness.contains("r/ckpt/5"), "{v:?}");
+    }
 }
