@@ -114,3 +114,56 @@ impl Drop for FifoGuard {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The lock's promises, polled by hand: arrival order, no barging past a queued waiter,
+    //! and a dropped waiter passing its turn on.
+
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use super::{Acquire, FifoGuard, FifoLock};
+
+    fn poll(a: &mut Acquire) -> Option<FifoGuard> {
+        let waker = futures::task::noop_waker();
+        match Pin::new(a).poll(&mut Context::from_waker(&waker)) {
+            Poll::Ready(g) => Some(g),
+            Poll::Pending => None,
+        }
+    }
+
+    #[test]
+    fn waiters_are_served_in_arrival_order_and_a_newcomer_does_not_barge() {
+        let lock = FifoLock::new();
+        let held = poll(&mut lock.lock()).expect("a free lock is taken at once");
+        let mut b = lock.lock();
+        let mut c = lock.lock();
+        assert!(poll(&mut b).is_none() && poll(&mut c).is_none(), "both queue behind the holder");
+        drop(held);
+        // The lock is free, but b and c are queued: a newcomer that arrives before b is polled
+        // (the releasing task's next call, say) must queue behind them.
+        let mut late = lock.lock();
+        assert!(poll(&mut late).is_none(), "a newcomer took the lock ahead of queued waiters");
+        assert!(poll(&mut c).is_none(), "c was served before b, which arrived first");
+        let gb = poll(&mut b).expect("b is first in line");
+        drop(gb);
+        assert!(poll(&mut late).is_none(), "the newcomer went ahead of c");
+        let gc = poll(&mut c).expect("c is next");
+        drop(gc);
+        assert!(poll(&mut late).is_some(), "the newcomer is served last");
+    }
+
+    #[test]
+    fn a_dropped_waiter_leaves_the_queue() {
+        let lock = FifoLock::new();
+        let held = poll(&mut lock.lock()).expect("free");
+        let mut b = lock.lock();
+        let mut c = lock.lock();
+        assert!(poll(&mut b).is_none() && poll(&mut c).is_none());
+        drop(b);
+        drop(held);
+        assert!(poll(&mut c).is_some(), "c waited on a waiter that had gone");
+    }
+}
