@@ -479,6 +479,8 @@ pub struct Mark {
     pub epoch: Option<u64>,
     /// Mutations applied before the mark.
     pub applied_before: usize,
+    /// Calls invoked before the mark (the mark follows every call with a smaller id).
+    pub invoked_before: usize,
 }
 
 /// A hook called with each call as it returns.
@@ -771,7 +773,16 @@ impl Recorder {
     pub fn mark(&self, point: &'static str, node: u32, incarnation: u32, run_id: &str, epoch: Option<u64>) {
         let mut h = self.inner.borrow_mut();
         let applied_before = h.applied_count;
-        h.marks.push(Mark { point, node, incarnation, run_id: run_id.to_string(), epoch, applied_before });
+        let invoked_before = h.calls.len();
+        h.marks.push(Mark {
+            point,
+            node,
+            incarnation,
+            run_id: run_id.to_string(),
+            epoch,
+            applied_before,
+            invoked_before,
+        });
     }
 
     pub fn point(&self, point: store::FaultPoint, fired: bool, crashed: bool) {

@@ -191,6 +191,9 @@ fault_points! {
     /// A host `delete_run`: the run's blobs are listed; none is deleted yet (the mark that
     /// says the blob deletes that follow under this lease are a deletion's, not a prune's).
     EngineDeleteBeforeBlobs => "engine.delete.before_blobs", Engine;
+    /// Worker sweep: the candidate is skipped as parked (its journal has the length and its
+    /// meta the genesis this worker parked it at); its lease is not released yet.
+    WorkerSweepSkipParked => "worker.sweep.skip_parked", Engine;
 }
 
 impl FaultPoint {

@@ -316,7 +316,7 @@ fn dangling(e: &EntryView, all: &[EntryView]) -> bool {
 }
 
 /// An `external` or `approval` suspension no `resolution` or `abandon` ref-entry targets.
-fn open_suspension(e: &EntryView, all: &[EntryView]) -> bool {
+pub fn open_suspension(e: &EntryView, all: &[EntryView]) -> bool {
     matches!(e.kind.as_str(), "external" | "approval")
         && e.status == "suspended"
         && !all

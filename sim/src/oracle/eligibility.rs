@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::contract::{checkpoint_seq, EntryView, MetaView, Status};
+use super::contract::{checkpoint_seq, open_suspension, EntryView, MetaView, Status};
 use super::model::{t, Judged};
 use super::{Expectation, Property, Witness};
 use crate::history::{describe_call, Call, OpKind};
@@ -36,6 +36,13 @@ pub const ALL: &[Property] = &[
         claim: "A segment a worker's sweep drives (its lease is the one the sweep acquired: the `worker.sweep.after_acquire` mark) writes its first meta over a `running` or `suspended` meta: a run that settled terminal, or vanished, since the sweep listed it is not resumed.",
         not_checked: "Resumes by hosts (a retry of a finished run is theirs to make); sweeps whose segment writes no meta, or writes it without the lease (profiles before v1.45.0 thread the lease into appends only).",
         check: sweeps_resume_only_live_runs,
+    },
+    Property {
+        name: "sweeps_skip_only_blocked_runs",
+        expectation: Expectation::Always,
+        claim: "A run a worker's sweep skips as parked (the `worker.sweep.skip_parked` mark) was blocked in the journal the sweep loaded under that lease: some `external` or `approval` suspension in it had no resolution or abandon. A run whose suspensions are all answered has work, and a worker that skips it leaves it to others, or to no one.",
+        not_checked: "Why a run a sweep drives was chosen; skips of runs whose load the history does not show (a sweep that read nothing before its skip).",
+        check: sweeps_skip_only_blocked_runs,
     },
     Property {
         name: "prune_only_spent_checkpoints",
@@ -142,6 +149,61 @@ fn sweeps_resume_only_live_runs(j: &Judged, out: &mut Vec<Witness>) {
             .on(c.op, c.id),
         );
     });
+}
+
+fn sweeps_skip_only_blocked_runs(j: &Judged, out: &mut Vec<Witness>) {
+    let calls = &j.history.calls;
+    for m in j.history.marks.iter().filter(|m| m.point == "worker.sweep.skip_parked") {
+        let before = &calls[..m.invoked_before.min(calls.len())];
+        // The sweep's grant, then the last load of the run the same identity made under it.
+        let Some(grant) = before.iter().rev().find(|c| {
+            c.op == OpKind::Acquire
+                && (c.node, c.incarnation) == (m.node, m.incarnation)
+                && c.run_id == m.run_id
+                && c.granted.as_ref().map(|g| g.epoch.0) == m.epoch
+        }) else {
+            continue;
+        };
+        let Some(load) = before[grant.id.min(before.len())..].iter().rev().find(|c| {
+            c.op == OpKind::Load
+                && (c.node, c.incarnation) == (m.node, m.incarnation)
+                && c.run_id == m.run_id
+                && c.args.actor == grant.args.actor
+                && c.outcome.is_ok()
+        }) else {
+            continue;
+        };
+        let Some(seen) = load.seen_at else { continue };
+        // The journal as the serial history had it when the load returned.
+        let mut journal: Vec<EntryView> = Vec::new();
+        for c in j.applied.iter().take(seen).filter(|c| c.run_id == m.run_id) {
+            match c.op {
+                OpKind::Append => journal.extend(c.args.payload.as_deref().and_then(EntryView::parse)),
+                OpKind::Delete => journal.clear(),
+                _ => {}
+            }
+        }
+        if journal.iter().any(|e| open_suspension(e, &journal)) {
+            continue;
+        }
+        let answered = journal
+            .iter()
+            .filter(|e| matches!(e.kind.as_str(), "resolution" | "abandon"))
+            .map(|e| format!("{} of seq {}", e.kind, e.ref_seq.map_or("?".into(), |s| s.to_string())))
+            .collect::<Vec<_>>();
+        out.push(
+            Witness::new(format!(
+                "n{} ({})'s sweep skipped {} as parked under epoch {}, but the journal its load returned ({} entries) has no open suspension{}",
+                m.node,
+                grant.args.actor.as_deref().unwrap_or(""),
+                m.run_id,
+                m.epoch.unwrap_or(0),
+                journal.len(),
+                if answered.is_empty() { String::new() } else { format!(" (answered: {})", answered.join(", ")) }
+            ))
+            .on(load.op, load.id),
+        );
+    }
 }
 
 fn prune_only_spent_checkpoints(j: &Judged, out: &mut Vec<Witness>) {
@@ -312,6 +374,7 @@ mod tests {
                         run_id: "r".into(),
                         epoch: Some(3),
                         applied_before: 1,
+                        invoked_before: 1,
                     }]
                 } else {
                     Vec::new()
@@ -329,6 +392,57 @@ mod tests {
         assert!(sweep("running", true).is_empty());
         // Without the sweep's mark the segment is a host's (a retry of a finished run).
         assert!(sweep("cancelled", false).is_empty());
+    }
+
+    #[test]
+    fn a_sweep_skipping_a_run_whose_suspension_was_answered_is_caught() {
+        use testkit::engine::{op_entry, HistoryBuilder};
+        fn load(h: &mut HistoryBuilder) {
+            let mut c = testkit::call(h.h.calls.len(), OpKind::Load);
+            c.run_id = "r".into();
+            c.seen_at = Some(h.h.applied_count);
+            h.h.calls.push(c);
+        }
+        // The worker parked r at its open suspension and its sweep skips it under epoch 2;
+        // `resolved`: a resolver answered the suspension, `seen`: before the sweep's load.
+        let skip = |resolved: bool, seen: bool| {
+            let mut h = HistoryBuilder::engine_run();
+            let parked = h.acquire(0, "worker", "r", 1);
+            h.append(0, &parked, "r", op_entry(0, "external", "await:k", "suspended", None));
+            h.meta(0, Some(&parked), "r", store::RunStatus::Suspended, 1);
+            let sweep = h.acquire(0, "worker", "r", 2);
+            if !seen {
+                load(&mut h);
+            }
+            if resolved {
+                let resolver = h.acquire(1, "resolver", "r", 3);
+                h.append(1, &resolver, "r", op_entry(1, "resolution", "await:k", "ok", Some(0)));
+            }
+            if seen {
+                load(&mut h);
+            }
+            h.h.marks.push(crate::history::Mark {
+                point: "worker.sweep.skip_parked",
+                node: 0,
+                incarnation: 0,
+                run_id: "r".into(),
+                epoch: Some(sweep.epoch.0),
+                applied_before: h.h.applied_count,
+                invoked_before: h.h.calls.len(),
+            });
+            h.judge("sweeps_skip_only_blocked_runs")
+        };
+        let v = skip(true, true);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(
+            v[0].witness.contains("no open suspension (answered: resolution of seq 0)"),
+            "{}",
+            v[0].witness
+        );
+        // Still blocked: skipping it is what the park is for.
+        assert!(skip(false, true).is_empty());
+        // The load returned before the resolution landed: the sweep skipped what it saw blocked.
+        assert!(skip(true, false).is_empty());
     }
 
     #[test]
@@ -373,6 +487,7 @@ mod tests {
                 run_id: "r".into(),
                 epoch: Some(2),
                 applied_before: 1,
+                invoked_before: 1,
             }],
             ..History::default()
         };
@@ -406,6 +521,7 @@ mod tests {
                     run_id: "r".into(),
                     epoch: Some(4),
                     applied_before: 2,
+                    invoked_before: 2,
                 }],
                 ..History::default()
             }

@@ -149,6 +149,7 @@ mod tests {
                 run_id: "r".into(),
                 epoch: Some(2),
                 applied_before: 2,
+                invoked_before: 2,
             }],
             ..History::default()
         };

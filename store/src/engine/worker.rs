@@ -226,6 +226,7 @@ where
             if meta.status == RunStatus::Suspended
                 && self.parked.borrow().get(&run_id) == Some(&(entries.len(), meta.genesis.clone()))
             {
+                fault_at(&self.engine.env, FaultPoint::WorkerSweepSkipParked, &run_id, Some(&lease)).await?;
                 release_quietly(journal, &lease).await?;
                 report.skipped_parked.push(run_id);
                 continue;

@@ -333,6 +333,7 @@ mod tests {
             run_id: "r".into(),
             epoch: Some(1),
             applied_before: h.h.applied_count,
+            invoked_before: h.h.calls.len(),
         });
         h.now_ms += TTL;
         let _host = h.acquire(1, "host", "r", 2);
