@@ -34,6 +34,8 @@ pub struct LedgerEffects {
     /// Latency bounds in ms (inclusive); `(0, 0)` answers at once.
     latency_ms: (u64, u64),
     rng: std::cell::RefCell<ChaCha8Rng>,
+    /// Geneses minted so far: each fresh run gets its own, as rulvar's ULID is unique.
+    minted: std::cell::Cell<u64>,
 }
 
 impl LedgerEffects {
@@ -46,6 +48,7 @@ impl LedgerEffects {
             owner: sink.owner.clone(),
             latency_ms,
             rng: std::cell::RefCell::new(rng(seed, "latency", stream)),
+            minted: std::cell::Cell::new(0),
         }
     }
 
@@ -97,8 +100,16 @@ impl Effects for LedgerEffects {
         self.answer(tool_result(&call.op, call.turn))
     }
 
+    /// Unique per fresh start (docs/engine-model.md 5.3: a ULID), so a run deleted and
+    /// recreated by the same process is told from the original. (Before stop 38 this was
+    /// `gen-<run>-n<node>i<incarnation>`, the same for every creation by one process: a
+    /// worker's skip cache then took a recreated run that reached the parked length for the
+    /// parked one, and skipped it with its suspension answered; `sweeps_skip_only_blocked_runs`
+    /// caught it in queue seed 8772.)
     fn mint_genesis(&self, run_id: &str) -> String {
-        format!("gen-{run_id}-n{}i{}", self.node, self.incarnation)
+        let k = self.minted.get() + 1;
+        self.minted.set(k);
+        format!("gen-{run_id}-{}-{k}", self.owner)
     }
 }
 
