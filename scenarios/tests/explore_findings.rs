@@ -281,7 +281,8 @@ fn a_run_recreated_by_the_same_host_is_not_skipped_as_the_parked_original() {
     // Each creation's boot carries a genesis of its own.
     let mut geneses: Vec<String> = Vec::new();
     for c in h.calls.iter().filter(|c| c.op == OpKind::PutMeta && c.run_id == run && c.applied.is_some()) {
-        let meta: serde_json::Value = serde_json::from_str(c.args.payload.as_deref().unwrap_or("null")).expect("meta");
+        let meta: serde_json::Value =
+            serde_json::from_str(c.args.payload.as_deref().unwrap_or("null")).expect("meta");
         if let Some(g) = meta.get("genesis").and_then(|g| g.as_str()) {
             if geneses.last().map(String::as_str) != Some(g) {
                 geneses.push(g.to_string());
