@@ -39,12 +39,18 @@ fn injected(h: &History, point: FaultPoint, kind: FaultKind, run: Option<&str>) 
         .any(|f| f.point == point && f.kind == kind && (run.is_none() || f.run_id.as_deref() == run))
 }
 
-/// How many times a host submitted `run`.
-fn submissions(h: &History, run: &str) -> usize {
+/// The (node, incarnation) of each host submission of `run`, in order.
+fn submitters(h: &History, run: &str) -> Vec<(u32, u32)> {
     h.facts
         .iter()
         .filter(|f| matches!(&f.kind, sim::history::FactKind::Submitted { run_id, .. } if run_id == run))
-        .count()
+        .map(|f| (f.node, f.incarnation))
+        .collect()
+}
+
+/// How many times a host submitted `run`.
+fn submissions(h: &History, run: &str) -> usize {
+    submitters(h, run).len()
 }
 
 /// The worker grants of `run` that applied after its first terminal meta write (sweeps whose
@@ -271,12 +277,7 @@ fn a_run_recreated_by_the_same_host_is_not_skipped_as_the_parked_original() {
     let run = "tmp-10";
     assert_eq!(submissions(h, run), 2, "the plan no longer recreates {run}");
     // The window: the same host process created it both times.
-    let creators: Vec<(u32, u32)> = h
-        .facts
-        .iter()
-        .filter(|f| matches!(&f.kind, sim::history::FactKind::Submitted { run_id, .. } if run_id == run))
-        .map(|f| (f.node, f.incarnation))
-        .collect();
+    let creators = submitters(h, run);
     assert_eq!(creators[0], creators[1], "{run} was recreated by another process: {creators:?}");
     // Each creation's boot carries a genesis of its own.
     let mut geneses: Vec<String> = Vec::new();
