@@ -53,32 +53,48 @@ pub const ALL: &[Property] = &[
     },
 ];
 
-/// Each run's journal and meta status (the oracle's own views), replayed in apply order;
-/// `visit` sees the state before each applied call.
-fn replay<'h>(j: &Judged<'h>, mut visit: impl FnMut(&'h Call, &[EntryView], Option<Status>)) {
-    let mut journal: BTreeMap<&str, Vec<EntryView>> = BTreeMap::new();
-    let mut status: BTreeMap<&str, Status> = BTreeMap::new();
-    for &c in &j.applied {
+/// Each run's journal and meta status (the oracle's own views), folded from applied calls.
+#[derive(Default)]
+struct Runs<'h> {
+    journal: BTreeMap<&'h str, Vec<EntryView>>,
+    status: BTreeMap<&'h str, Status>,
+}
+
+impl<'h> Runs<'h> {
+    fn journal(&self, run: &str) -> &[EntryView] {
+        self.journal.get(run).map_or(&[], |v| v.as_slice())
+    }
+
+    fn apply(&mut self, c: &'h Call) {
         let run = c.run_id.as_str();
-        visit(c, journal.get(run).map_or(&[], |v| v.as_slice()), status.get(run).copied());
         let payload = c.args.payload.as_deref();
         match c.op {
             OpKind::Append => {
                 if let Some(e) = payload.and_then(EntryView::parse) {
-                    journal.entry(run).or_default().push(e);
+                    self.journal.entry(run).or_default().push(e);
                 }
             }
             OpKind::PutMeta => {
                 if let Some(m) = payload.and_then(MetaView::parse) {
-                    status.insert(run, m.status);
+                    self.status.insert(run, m.status);
                 }
             }
             OpKind::Delete => {
-                journal.remove(run);
-                status.remove(run);
+                self.journal.remove(run);
+                self.status.remove(run);
             }
             _ => {}
         }
+    }
+}
+
+/// [`Runs`] replayed in apply order; `visit` sees the state before each applied call.
+fn replay<'h>(j: &Judged<'h>, mut visit: impl FnMut(&'h Call, &[EntryView], Option<Status>)) {
+    let mut runs = Runs::default();
+    for &c in &j.applied {
+        let run = c.run_id.as_str();
+        visit(c, runs.journal(run), runs.status.get(run).copied());
+        runs.apply(c);
     }
 }
 
@@ -175,15 +191,12 @@ fn sweeps_skip_only_blocked_runs(j: &Judged, out: &mut Vec<Witness>) {
         };
         let Some(seen) = load.seen_at else { continue };
         // The journal as the serial history had it when the load returned.
-        let mut journal: Vec<EntryView> = Vec::new();
-        for c in j.applied.iter().take(seen).filter(|c| c.run_id == m.run_id) {
-            match c.op {
-                OpKind::Append => journal.extend(c.args.payload.as_deref().and_then(EntryView::parse)),
-                OpKind::Delete => journal.clear(),
-                _ => {}
-            }
+        let mut runs = Runs::default();
+        for &c in j.applied.iter().take(seen).filter(|c| c.run_id == m.run_id) {
+            runs.apply(c);
         }
-        if journal.iter().any(|e| open_suspension(e, &journal)) {
+        let journal = runs.journal(&m.run_id);
+        if journal.iter().any(|e| open_suspension(e, journal)) {
             continue;
         }
         let answered = journal
