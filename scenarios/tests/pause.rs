@@ -318,3 +318,77 @@ fn a_same_op_pause_lands_the_stale_checkpoint_put_right_after_the_successors_put
     }
     assert!(seen >= 2, "only {seen} stale checkpoint puts met the successor's");
 }
+
+#[test]
+fn a_pause_until_acquired_before_an_acquire_waits_out_another_processs_tenure_even_on_a_free_run() {
+    // Paused right before an acquire, the caller holds no lease and often the run has none
+    // either (released, or never leased): the pause waits for the run's next grant past the
+    // last epoch the store granted, then `writes` writes of other processes, and the acquire
+    // goes on after that tenure. A pause until a takeover would wait 1.5 ttl blind here.
+    const AT: FaultPoint = FaultPoint::SqliteAcquireBeforeBegin;
+    let (mut free, mut held) = (0, 0);
+    for seed in 0..60u64 {
+        for node in 0..2u32 {
+            let out = run_one(ProfileName::Current, seed, node, AT, Action::PauseUntilAcquired { writes: 3 });
+            let h = &out.history;
+            let Some(f) = h.faults.iter().find(|f| f.node == node && f.point == AT) else { continue };
+            assert_eq!(f.kind, FaultKind::Pause);
+            let acquire = f.call.map(|id| &h.calls[id]).expect("the point is inside the acquire");
+            let resumed = resumed_at(h, node, f.at_ns).expect("the supervisor resumes the node");
+            assert!(
+                calls_inside(h, node, f.at_ns, resumed).is_empty(),
+                "seed {seed}: the paused node made calls"
+            );
+            // The baseline, read from the history: the highest epoch granted before the pause.
+            let grants_before: Vec<u64> = h
+                .calls
+                .iter()
+                .filter(|c| {
+                    c.run_id == acquire.run_id && c.applied.as_ref().is_some_and(|a| a.at_ns < f.at_ns)
+                })
+                .filter_map(|c| c.granted.as_ref().map(|g| g.epoch.0))
+                .collect();
+            let baseline = grants_before.iter().copied().max().unwrap_or(0);
+            let leased_at_pause = h.calls.iter().any(|c| {
+                c.run_id == acquire.run_id
+                    && c.granted.as_ref().is_some_and(|g| g.epoch.0 == baseline)
+                    && !h.calls.iter().any(|r| {
+                        r.run_id == acquire.run_id
+                            && matches!(r.op, OpKind::Release | OpKind::Delete)
+                            && r.applied.as_ref().is_some_and(|a| a.at_ns < f.at_ns)
+                            && r.lease.as_ref().is_none_or(|l| l.epoch.0 == baseline)
+                    })
+            });
+            let (applied, takeover) = applied_with_takeover(h, &acquire.run_id, baseline);
+            // The grant counts as the first write, then other processes' mutations.
+            let third = takeover.and_then(|t| {
+                applied[t + 1..].iter().filter(|c| c.node != node && c.op.is_mutation()).nth(1)
+            });
+            match third.and_then(|c| c.applied.as_ref()) {
+                Some(a) if a.at_ns <= resumed => {
+                    assert_eq!(
+                        resumed, a.at_ns,
+                        "seed {seed}: resumed as the third successor write committed"
+                    );
+                    let t = takeover.expect("a takeover");
+                    let grant = applied[t].applied.as_ref().expect("applied").at_ns;
+                    assert!(grant > f.at_ns, "seed {seed}: the takeover came after the pause began");
+                    if baseline == 0 || !leased_at_pause {
+                        free += 1;
+                    } else {
+                        held += 1;
+                    }
+                }
+                _ => {}
+            }
+            assert!(out.violations.is_empty(), "seed {seed}: {:?}", out.violations);
+        }
+        if free >= 3 {
+            break;
+        }
+    }
+    assert!(
+        free >= 3,
+        "only {free} pauses before an acquire of a free run ended by another's tenure ({held} held)"
+    );
+}

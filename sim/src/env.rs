@@ -165,7 +165,7 @@ impl Env for SimEnv {
             Action::StallToBeforeExpiry { ms } => {
                 Some(now_ns() + to_expiry(i64::try_from(ms).unwrap_or(i64::MAX)))
             }
-            Action::PauseUntilTakeover { .. } => None,
+            Action::PauseUntilTakeover { .. } | Action::PauseUntilAcquired { .. } => None,
         };
         w.recorder.fault(FaultRec {
             until_ns,
@@ -177,7 +177,9 @@ impl Env for SimEnv {
                 Action::Stall { .. } => FaultKind::Stall,
                 Action::StallToExpiry => FaultKind::StallToExpiry,
                 Action::StallToBeforeExpiry { .. } => FaultKind::StallBeforeExpiry,
-                Action::Pause { .. } | Action::PauseUntilTakeover { .. } => FaultKind::Pause,
+                Action::Pause { .. }
+                | Action::PauseUntilTakeover { .. }
+                | Action::PauseUntilAcquired { .. } => FaultKind::Pause,
                 Action::Crash { .. } => FaultKind::Crash,
             },
             call: current_call(),
@@ -219,8 +221,25 @@ impl Env for SimEnv {
                     Ok(())
                 }))
             }
-            Action::Pause { .. } | Action::PauseUntilTakeover { .. } => {
+            Action::Pause { .. } | Action::PauseUntilTakeover { .. } | Action::PauseUntilAcquired { .. } => {
                 let resume = match action {
+                    Action::PauseUntilAcquired { writes } => {
+                        let ttl_ms = w.plan.knobs.ttl_ms.max(1);
+                        match site.run_id {
+                            Some(run) => Resume::AfterTakeover {
+                                run_id: run.to_string(),
+                                epoch: w
+                                    .observe_lease(run)
+                                    .map(|row| row.epoch)
+                                    .or_else(|| w.observe_epoch_mark(run))
+                                    .unwrap_or(0),
+                                writes,
+                                op: None,
+                                ttl_ms,
+                            },
+                            None => Resume::After { ms: ttl_ms * 3 / 2 },
+                        }
+                    }
                     Action::PauseUntilTakeover { writes, same_op } => {
                         let op = if same_op { crate::history::OpKind::of_point(point) } else { None };
                         let ttl_ms = w.plan.knobs.ttl_ms.max(1);

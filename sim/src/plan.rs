@@ -66,6 +66,16 @@ pub enum Action {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         same_op: bool,
     },
+    /// The whole process freezes here until ANOTHER process acquires the run the point acts
+    /// for and has written, whether or not the run is leased now: as
+    /// [`Action::PauseUntilTakeover`], with the run's last granted epoch (its lease row's,
+    /// else the store's epoch high-water mark, else 0) as the baseline, so the next grant of a
+    /// released or never-leased run counts as the takeover. Its place is right before an
+    /// acquire: whatever the caller read before it (a resume's prepared journal, a sweep's
+    /// listing, a retention pass's candidates) goes stale while a whole tenure of another
+    /// process runs, and the caller then acquires a run that changed under it. Same bounds
+    /// as [`Action::PauseUntilTakeover`]; a point that names no run pauses 1.5 ttl.
+    PauseUntilAcquired { writes: u32 },
 }
 
 /// The longest a [`Action::PauseUntilTakeover`] waits, in ttls.
@@ -87,6 +97,10 @@ impl Action {
                     if *same_op { " of the same operation" } else { "" }
                 )
             }
+            Action::PauseUntilAcquired { writes } => format!(
+                "pause the process until another acquires the run ({writes} write{} of its)",
+                if *writes == 1 { "" } else { "s" }
+            ),
         }
     }
 }
@@ -576,6 +590,7 @@ impl Plan {
                         | Action::StallToBeforeExpiry { .. }
                         | Action::Pause { .. }
                         | Action::PauseUntilTakeover { .. }
+                        | Action::PauseUntilAcquired { .. }
                 )
             })
             .count();

@@ -277,6 +277,18 @@ impl WorldState {
             .flatten()
     }
 
+    /// The store's epoch high-water mark for the run (the last epoch it granted, kept across
+    /// releases), read through the observer connection; `None` when it has none.
+    pub fn observe_epoch_mark(&self, run_id: &str) -> Option<u64> {
+        let obs = self.observer.borrow();
+        let conn = obs.as_ref()?;
+        conn.prepare_cached("SELECT epoch FROM epochs WHERE run_id = ?1")
+            .and_then(|mut s| s.query_row([run_id], |r| r.get::<_, i64>(0)).optional())
+            .ok()
+            .flatten()
+            .map(|e| e as u64)
+    }
+
     /// Every meta row's (run id, status) right now, through the observer connection
     /// (empty when the schema is not up yet).
     pub fn observe_statuses(&self) -> Vec<(String, String)> {

@@ -99,6 +99,8 @@ pub enum Kind {
     Mutate,
     /// [`Mutator::probe_set`].
     ProbeSet,
+    /// [`Mutator::acquire_probe`].
+    AcquireProbe,
 }
 
 impl Kind {
@@ -111,6 +113,7 @@ impl Kind {
             Kind::Aim => "aim",
             Kind::Mutate => "mutate",
             Kind::ProbeSet => "probe_set",
+            Kind::AcquireProbe => "acquire_probe",
         }
     }
 }
@@ -175,6 +178,10 @@ pub const PROBE_SET_SIZE: usize = 8;
 /// Of the candidates after the first batch that are not fresh seeds, the share that are
 /// probe sets.
 pub const PROBE_SET_PER_MILLE: u32 = 100;
+
+/// Of the candidates after the first batch that are not fresh seeds or probe sets, the
+/// share that are acquire probes ([`Mutator::acquire_probe`]).
+pub const ACQUIRE_PROBE_PER_MILLE: u32 = 80;
 
 /// The probe share ([`PROBE_PER_MILLE`]) once a hazard operation is known.
 pub const HAZARD_PROBE_PER_MILLE: u32 = 800;
@@ -468,6 +475,49 @@ impl Mutator<'_> {
         plan
     }
 
+    /// An acquire probe (time of check to time of use, before the lease): a corpus entry's
+    /// plan with one more fault, a pause of the whole process right before one of its
+    /// acquires (`sqlite.acquire.before_begin`) until another process has acquired the run
+    /// and written ([`Action::PauseUntilAcquired`]). Every acquire follows reads made
+    /// without the lease (a resume's prepared journal and meta, a sweep's listing, a
+    /// retention pass's candidates, a resolution's pending suspension), and the hypothesis
+    /// is "what if a whole tenure of another process ran between those reads and the
+    /// grant": a caller that acts on its pre-acquire reads instead of reading again under
+    /// the lease boots from a stale journal or acts on a run that changed. The takeover
+    /// probe cannot ask this: it stands where a lease is held, and an acquire holds none.
+    /// The (node, occurrence) is drawn uniformly among the parent's reached acquires; half the
+    /// time the entry's other faults are dropped; the writes awaited are
+    /// [`successor_writes`] (a whole short tenure at the upper bands).
+    pub fn acquire_probe(&self, r: &mut ChaCha8Rng) -> Plan {
+        let parent = &self.corpus[pick(r, &self.energy)];
+        let mut plan = parent.plan.clone();
+        let faults = self.scenario.faults(&plan.knobs);
+        let at = FaultPoint::SqliteAcquireBeforeBegin;
+        let slots: Vec<(u32, u32)> = parent
+            .reached
+            .iter()
+            .filter(|&&(n, p, c)| p == at && n < plan.knobs.nodes && c > 0 && faults.points.contains(&p))
+            .map(|&(n, _, c)| (n, c))
+            .collect();
+        if slots.is_empty() {
+            return plan;
+        }
+        let (node, count) = slots[r.between(0, slots.len() as u64 - 1) as usize];
+        let occurrence = r.between(1, u64::from(count)) as u32;
+        if r.chance(500) {
+            plan.decisions.clear();
+        }
+        set_decision(
+            &mut plan,
+            node,
+            at,
+            occurrence,
+            Action::PauseUntilAcquired { writes: successor_writes(r) },
+        );
+        normalize(&mut plan);
+        plan
+    }
+
     /// An index into `points`: half the time weighted toward points few corpus entries
     /// reached (`point_rarity`), else uniform. `points` is not empty.
     fn rare_or_uniform(&self, r: &mut ChaCha8Rng, points: &[FaultPoint]) -> usize {
@@ -486,6 +536,9 @@ impl Mutator<'_> {
         }
         if r.chance(PROBE_SET_PER_MILLE) {
             return (self.probe_set(r), Kind::ProbeSet);
+        }
+        if r.chance(ACQUIRE_PROBE_PER_MILLE) {
+            return (self.acquire_probe(r), Kind::AcquireProbe);
         }
         if r.chance(if self.hazard_ops.is_empty() { PROBE_PER_MILLE } else { HAZARD_PROBE_PER_MILLE }) {
             return self.probe(r);
