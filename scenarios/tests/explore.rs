@@ -599,3 +599,47 @@ fn probe_sets_catch_a_stale_checkpoint_save_under_v1_45_0_more_often_than_their_
     // Measured: 14 and 2 (about 12% against 1.5%, as the search's per-kind yields say).
     assert!(sets >= 8 && sets >= 3 * own, "F2 in {sets} of 120 probe sets, {own} of their seeds' own plans");
 }
+
+#[test]
+fn an_acquire_probe_adds_one_pause_until_acquired_at_an_acquire_the_parent_reached() {
+    use sim::plan::Action;
+    let corpus = vec![seed7_entry()];
+    let (reached, parent) = (&corpus[0].reached, &corpus[0].plan);
+    let acquire = store::FaultPoint::SqliteAcquireBeforeBegin;
+    assert!(reached.iter().any(|&(_, p, _)| p == acquire), "a queue run acquires");
+    let m = one_entry_mutator(&corpus);
+    let (mut alone, mut kept) = (0, 0);
+    let mut nodes = std::collections::BTreeSet::new();
+    for i in 0..60 {
+        let p = m.acquire_probe(&mut sim::seed::rng(3, "acquire-probe-test", i));
+        assert_eq!(
+            p,
+            m.acquire_probe(&mut sim::seed::rng(3, "acquire-probe-test", i)),
+            "same rng, same plan"
+        );
+        let probes: Vec<_> =
+            p.decisions.iter().filter(|d| matches!(d.action, Action::PauseUntilAcquired { .. })).collect();
+        assert_eq!(probes.len(), 1, "exactly one pause until acquired: {probes:?}");
+        let d = probes[0];
+        assert_eq!(d.point, "sqlite.acquire.before_begin", "the pause stands right before an acquire");
+        let Action::PauseUntilAcquired { writes } = d.action else { unreachable!() };
+        assert!((1..=15).contains(&writes), "writes {writes} outside 1..=15");
+        let &(_, _, count) = reached
+            .iter()
+            .find(|&&(n, q, _)| n == d.node && q == acquire)
+            .expect("the probe is on a node whose run reached an acquire");
+        assert!((1..=count).contains(&d.occurrence), "occurrence {} was not reached", d.occurrence);
+        nodes.insert(d.node);
+        if p.decisions.len() == 1 {
+            alone += 1;
+        } else {
+            kept += 1;
+            assert!(
+                p.decisions.iter().filter(|x| *x != d).all(|x| parent.decisions.contains(x)),
+                "the other faults are the parent's"
+            );
+        }
+    }
+    assert!(alone > 0 && kept > 0, "half alone ({alone} alone, {kept} with the parent's faults)");
+    assert!(nodes.len() > 1, "acquires of more than one node are probed: {nodes:?}");
+}
