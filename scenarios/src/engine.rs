@@ -679,6 +679,8 @@ async fn node_body(node: NodeCtx) {
             // Whether a host delete takes a lease: a stream of its own (the delete draws stay).
             let mut ur =
                 rng(sh.seed, "host-delete-unleased", u64::from(index) << 32 | u64::from(incarnation));
+            // Whether the host submits a run it deleted again: a stream of its own too.
+            let mut rr = rng(sh.seed, "host-resubmit", u64::from(index) << 32 | u64::from(incarnation));
             // A host retries its own runs, or any run (`retry_any`); it deletes only its own.
             let mine: Vec<(RunSpec, bool)> = sh
                 .runs
@@ -763,6 +765,20 @@ async fn node_body(node: NodeCtx) {
                         .await;
                     if !alive {
                         return;
+                    }
+                    if rr.chance(RESUBMIT_PER_MILLE) {
+                        // And submits it again under its explicit id: a fresh start with a
+                        // genesis of its own (docs/engine-model.md 5.3: what the genesis is
+                        // for), where a retry's resume brings a deleted run back without one.
+                        // Submitted only if the delete took (the meta is gone); a restarted
+                        // host redelivers it as it does its first submissions.
+                        sh.host_op(index, incarnation, 1);
+                        sh.submitting.borrow_mut().insert((index, incarnation, spec.run_id.clone()));
+                        if !submit(&engine, &sink, spec, ttl, true).await {
+                            return;
+                        }
+                        sh.host_op(index, incarnation, -1);
+                        sh.submitting.borrow_mut().remove(&(index, incarnation, spec.run_id.clone()));
                     }
                     continue;
                 }
@@ -1070,6 +1086,10 @@ const HOST_DELETE_PER_MILLE: u32 = 500;
 /// Of the host deletes, the share made without a lease (rulvar's `deleteRun` with no lease:
 /// unfenced, a host-owned decision; docs/engine-model.md 6.1), per mille.
 const UNLEASED_DELETE_PER_MILLE: u32 = 300;
+
+/// Chance that a host submits a run it just deleted again under the same id (a fresh
+/// start: a new genesis), per mille.
+const RESUBMIT_PER_MILLE: u32 = 400;
 
 /// A host's `deleteRun` of one of its runs it saw terminal: under a brief lease of its own
 /// (a held run is left alone), re-read the meta and delete only a run still terminal, with

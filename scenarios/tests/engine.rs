@@ -102,6 +102,53 @@ fn only_the_solo_queue_races_retries_of_one_run() {
 }
 
 #[test]
+fn queue_hosts_submit_deleted_runs_again_as_fresh_starts_with_a_genesis_of_their_own() {
+    use sim::history::{FactKind, OpKind};
+    // The genesis tells a run deleted and made again under its id from the original (docs/
+    // engine-model.md 5.3): a host must sometimes do exactly that, or the skip cache's and
+    // the resume re-read's genesis checks are never put to the test.
+    let genesis = |c: &sim::history::Call| -> Option<String> {
+        let meta: serde_json::Value = serde_json::from_str(c.args.payload.as_deref()?).ok()?;
+        meta.get("genesis")?.as_str().map(str::to_string)
+    };
+    let mut recreated = 0;
+    for seed in 0..40 {
+        let out = execute(&QUEUE, ProfileName::Current, seed, None, None).expect("run");
+        let h = &out.history;
+        let applied = |c: &&sim::history::Call| c.applied.as_ref().map(|a| a.order);
+        for f in &h.facts {
+            let FactKind::Submitted { run_id, .. } = &f.kind else { continue };
+            // A delete of the run applied before this submission...
+            let Some(deleted) = h
+                .calls
+                .iter()
+                .filter(|c| c.run_id == *run_id && c.op == OpKind::Delete)
+                .filter_map(|c| applied(&c))
+                .filter(|&o| o < f.applied_before)
+                .max()
+            else {
+                continue;
+            };
+            let metas = |keep: &dyn Fn(usize) -> bool| -> Vec<String> {
+                h.calls
+                    .iter()
+                    .filter(|c| c.run_id == *run_id && c.op == OpKind::PutMeta)
+                    .filter(|c| applied(c).is_some_and(|o| keep(o)))
+                    .filter_map(genesis)
+                    .collect()
+            };
+            let (before, after) = (metas(&|o| o < deleted), metas(&|o| o > deleted));
+            // ...and the boot it made carries a genesis the deleted run never had.
+            if let (Some(old), Some(new)) = (before.last(), after.first()) {
+                assert!(!before.contains(new), "seed {seed}: {run_id} was made again as {old} ({new})");
+                recreated += 1;
+            }
+        }
+    }
+    assert!(recreated >= 5, "only {recreated} deleted runs were submitted again in 40 queue seeds");
+}
+
+#[test]
 fn f1_stale_settle_is_caught_under_v1_44_1() {
     let found = first_failure(
         &F1_STALE_SETTLE,

@@ -194,6 +194,11 @@ fault_points! {
     /// Worker sweep: the candidate is skipped as parked (its journal has the length and its
     /// meta the genesis this worker parked it at); its lease is not released yet.
     WorkerSweepSkipParked => "worker.sweep.skip_parked", Engine;
+    /// A resume that acquires its own lease: its reads (meta and journal) are prepared, its
+    /// acquire not begun. rulvar keeps this window open (docs/engine-model.md 1.2: a resume
+    /// loads before it acquires); whatever another tenure does inside it is what the re-read
+    /// under the lease must see.
+    EngineResumeBeforeAcquire => "engine.resume.before_acquire", Engine;
 }
 
 impl FaultPoint {

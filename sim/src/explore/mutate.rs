@@ -183,6 +183,12 @@ pub const PROBE_SET_PER_MILLE: u32 = 100;
 /// share that are acquire probes ([`Mutator::acquire_probe`]).
 pub const ACQUIRE_PROBE_PER_MILLE: u32 = 80;
 
+/// Where an acquire probe stands: any acquire's first point, and the point a resume reaches
+/// between its prepared reads and its own acquire (the host's retry, which the first shares
+/// with every sweep's acquire on the node).
+pub const ACQUIRE_PROBE_POINTS: [FaultPoint; 2] =
+    [FaultPoint::SqliteAcquireBeforeBegin, FaultPoint::EngineResumeBeforeAcquire];
+
 /// The probe share ([`PROBE_PER_MILLE`]) once a hazard operation is known.
 pub const HAZARD_PROBE_PER_MILLE: u32 = 800;
 
@@ -477,32 +483,37 @@ impl Mutator<'_> {
 
     /// An acquire probe (time of check to time of use, before the lease): a corpus entry's
     /// plan with one more fault, a pause of the whole process right before one of its
-    /// acquires (`sqlite.acquire.before_begin`) until another process has acquired the run
-    /// and written ([`Action::PauseUntilAcquired`]). Every acquire follows reads made
+    /// acquires ([`ACQUIRE_PROBE_POINTS`]) until another process has acquired the run and
+    /// written ([`Action::PauseUntilAcquired`]). Every acquire follows reads made
     /// without the lease (a resume's prepared journal and meta, a sweep's listing, a
     /// retention pass's candidates, a resolution's pending suspension), and the hypothesis
     /// is "what if a whole tenure of another process ran between those reads and the
     /// grant": a caller that acts on its pre-acquire reads instead of reading again under
     /// the lease boots from a stale journal or acts on a run that changed. The takeover
     /// probe cannot ask this: it stands where a lease is held, and an acquire holds none.
-    /// The (node, occurrence) is drawn uniformly among the parent's reached acquires; half the
+    /// The (node, point) is drawn uniformly among the distinct ones the parent reached (a
+    /// resume's own point is one of them when its run resumed), the occurrence uniformly; half the
     /// time the entry's other faults are dropped; the writes awaited are
     /// [`successor_writes`] (a whole short tenure at the upper bands).
     pub fn acquire_probe(&self, r: &mut ChaCha8Rng) -> Plan {
         let parent = &self.corpus[pick(r, &self.energy)];
         let mut plan = parent.plan.clone();
         let faults = self.scenario.faults(&plan.knobs);
-        let at = FaultPoint::SqliteAcquireBeforeBegin;
-        let slots: Vec<(u32, u32)> = parent
+        let slots: Vec<(u32, FaultPoint, u32)> = parent
             .reached
             .iter()
-            .filter(|&&(n, p, c)| p == at && n < plan.knobs.nodes && c > 0 && faults.points.contains(&p))
-            .map(|&(n, _, c)| (n, c))
+            .filter(|&&(n, p, c)| {
+                ACQUIRE_PROBE_POINTS.contains(&p)
+                    && n < plan.knobs.nodes
+                    && c > 0
+                    && faults.points.contains(&p)
+            })
+            .copied()
             .collect();
         if slots.is_empty() {
             return plan;
         }
-        let (node, count) = slots[r.between(0, slots.len() as u64 - 1) as usize];
+        let (node, at, count) = slots[r.between(0, slots.len() as u64 - 1) as usize];
         let occurrence = r.between(1, u64::from(count)) as u32;
         if r.chance(500) {
             plan.decisions.clear();

@@ -230,6 +230,9 @@ where
 
         // Acquiring.
         let owned = lease_in.is_none();
+        if owned && start == Start::Resume {
+            fault_at(&self.env, FaultPoint::EngineResumeBeforeAcquire, run_id, None).await?;
+        }
         let lease = match lease_in {
             Some(l) => l,
             None => self.journal.acquire(run_id, &self.owner).await.map_err(EngineError::store)?,
