@@ -358,7 +358,14 @@ pub enum FactKind {
     /// recreate a run deleted in the meantime.
     Resumed { run_id: String },
     /// One paid provider call of turn `turn` of the dispatch whose running entry is `dispatch`.
-    Paid { run_id: String, op: String, dispatch: u64, turn: u32 },
+    Paid {
+        run_id: String,
+        op: String,
+        dispatch: u64,
+        turn: u32,
+        /// The conversation the call was sent, as JSON (an array of messages).
+        conversation: String,
+    },
     /// One tool side effect.
     Tool { run_id: String, op: String, dispatch: u64, turn: u32 },
     /// A segment settled (its handle resolved) with this status and value.
@@ -729,7 +736,7 @@ impl Recorder {
         let (op, outcome) = match &kind {
             FactKind::Submitted { run_id, workflow } => (format!("SUBMIT {run_id}"), workflow.clone()),
             FactKind::Resumed { run_id } => (format!("RESUME {run_id}"), String::new()),
-            FactKind::Paid { run_id, op, dispatch, turn } => {
+            FactKind::Paid { run_id, op, dispatch, turn, .. } => {
                 (format!("PAY {run_id} {op} dispatch={dispatch} turn={turn}"), String::new())
             }
             FactKind::Tool { run_id, op, dispatch, turn } => {

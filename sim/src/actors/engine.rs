@@ -79,6 +79,7 @@ impl Effects for LedgerEffects {
                 op: call.op.clone(),
                 dispatch: call.dispatch.0,
                 turn: call.turn,
+                conversation: Value::Array(call.messages.clone()).to_string(),
             },
         );
         self.answer(reply(&call.op, call.turn))

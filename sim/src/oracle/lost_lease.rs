@@ -297,7 +297,13 @@ mod tests {
             node,
             incarnation: 0,
             owner: owner.into(),
-            kind: FactKind::Paid { run_id: "r".into(), op: "a".into(), dispatch: 0, turn },
+            kind: FactKind::Paid {
+                run_id: "r".into(),
+                op: "a".into(),
+                dispatch: 0,
+                turn,
+                conversation: String::new(),
+            },
         }
     }
 

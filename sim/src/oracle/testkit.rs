@@ -224,7 +224,17 @@ pub mod engine {
             });
         }
         pub fn pay(&mut self, node: u32, owner: &str, run: &str, dispatch: u64, turn: u32) {
-            self.fact(node, owner, FactKind::Paid { run_id: run.into(), op: "a".into(), dispatch, turn });
+            self.fact(
+                node,
+                owner,
+                FactKind::Paid {
+                    run_id: run.into(),
+                    op: "a".into(),
+                    dispatch,
+                    turn,
+                    conversation: String::new(),
+                },
+            );
         }
         pub fn judge(&self, property: &str) -> Vec<Violation> {
             let j = Judged::build(&self.h, &self.fin, Expect::default());
@@ -266,7 +276,11 @@ pub mod engine {
     }
 
     pub fn paid(h: &mut HistoryBuilder, op: &str, dispatch: u64, turn: u32) {
-        h.fact(0, "a", FactKind::Paid { run_id: "r".into(), op: op.into(), dispatch, turn });
+        h.fact(
+            0,
+            "a",
+            FactKind::Paid { run_id: "r".into(), op: op.into(), dispatch, turn, conversation: String::new() },
+        );
     }
 
     pub fn tool(h: &mut HistoryBuilder, op: &str, dispatch: u64, turn: u32) {

@@ -7,6 +7,7 @@
 //! the world; so counting these calls counts what the run cost.
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::env::LocalFuture;
 use crate::types::Seq;
@@ -20,6 +21,10 @@ pub struct PaidCall {
     pub op: String,
     pub dispatch: Seq,
     pub turn: u32,
+    /// The conversation the provider is sent with the call: one message per earlier turn of
+    /// the dispatch (its reply and its tool's result), in turn order; a resumed dispatch has
+    /// it from its checkpoint.
+    pub messages: Vec<Value>,
 }
 
 /// One tool side effect, executed at turn `turn` of dispatch `dispatch`.

@@ -582,8 +582,13 @@ where
                 return Ok((s, v, saved));
             }
             let turn = state.turns;
-            let call =
-                PaidCall { run_id: seg.run_id.to_string(), op: name.to_string(), dispatch: rseq, turn };
+            let call = PaidCall {
+                run_id: seg.run_id.to_string(),
+                op: name.to_string(),
+                dispatch: rseq,
+                turn,
+                messages: state.messages.clone(),
+            };
             let reply = self.effects.provider_call(&call).await;
             fault_at(env, FaultPoint::EngineDispatchAfterProvider, seg.run_id, Some(&seg.lease)).await?;
             self.receipt(seg, rseq, turn).await?;

@@ -15,7 +15,7 @@ use super::*;
 use store::engine::Op;
 
 use crate::history::{Call, Fact, FactKind, OpKind};
-use crate::ledger::{catalog_workflows, field};
+use crate::ledger::{catalog_workflows, field, reply, tool_result};
 
 pub const CHECKPOINT_NEVER_REGRESSES: Property = Property {
         name: "checkpoint_never_regresses",
@@ -156,6 +156,67 @@ pub const AGENTS_STAY_WITHIN_THEIR_LIMITS: Property = Property {
         check: agents_stay_within_their_limits,
 };
 
+pub const PROVIDER_SEES_ITS_CONVERSATION: Property = Property {
+        name: "provider_sees_its_conversation",
+        expectation: Expectation::Always,
+        claim: "A paid turn t of an agent is sent its dispatch's conversation: t messages, the n-th carrying turn n's reply and tool result as this world's provider and tool gave them, in turn order (a resumed dispatch restores them from its checkpoint, so a restore that keeps the turn count but loses, reorders or mixes up messages is caught).",
+        not_checked: "Ops of a workflow the world does not know; payments recorded without their conversation; what the provider does with it.",
+        check: provider_sees_its_conversation,
+};
+
+fn provider_sees_its_conversation(j: &Judged, out: &mut Vec<Witness>) {
+    let workflows = catalog_workflows();
+    let mut submitted: BTreeMap<&str, &str> = BTreeMap::new();
+    for f in &j.history.facts {
+        let (run_id, op, turn, conversation) = match &f.kind {
+            FactKind::Submitted { run_id, workflow } => {
+                submitted.insert(run_id, workflow);
+                continue;
+            }
+            FactKind::Paid { run_id, op, turn, conversation, .. } => (run_id, op, *turn, conversation),
+            _ => continue,
+        };
+        let Some(wf) = submitted.get(run_id.as_str()).and_then(|w| workflows.get(*w)) else { continue };
+        let Some(Op::Agent { .. }) = wf.ops.iter().find(|o| field(o) == op.as_str()) else { continue };
+        if conversation.is_empty() {
+            continue;
+        }
+        if let Some(wrong) = conversation_fault(op, turn, conversation) {
+            out.push(Witness {
+                witness: format!(
+                    "n{} paid turn {turn} of {op} in run {run_id} at t={} with a conversation that {wrong}: {conversation}",
+                    f.node,
+                    t(f.at_ns)
+                ),
+                op: None,
+                call: None,
+            });
+        }
+    }
+}
+
+/// What is wrong with the conversation sent with turn `turn` of agent `op` (the oracle's own
+/// reading of it: a JSON array whose n-th message names turn n, that turn's reply and its
+/// tool's result), or `None` when it is the one the turns before it made.
+fn conversation_fault(op: &str, turn: u32, conversation: &str) -> Option<String> {
+    let Ok(serde_json::Value::Array(messages)) = serde_json::from_str::<serde_json::Value>(conversation)
+    else {
+        return Some("is no list of messages".into());
+    };
+    if messages.len() != turn as usize {
+        return Some(format!("holds {} messages, not {turn}", messages.len()));
+    }
+    for (n, m) in (0u32..).zip(&messages) {
+        let turn_ok = m.get("turn").and_then(|v| v.as_u64()) == Some(u64::from(n));
+        let reply_ok = m.get("reply") == Some(&reply(op, n));
+        let tool_ok = m.get("tool") == Some(&tool_result(op, n));
+        if !(turn_ok && reply_ok && tool_ok) {
+            return Some(format!("has message {n} not turn {n}'s reply and tool result"));
+        }
+    }
+    None
+}
+
 /// Whether turn `turn` of `op` may be paid (`tool` false) or have its tool run (`tool`
 /// true), by the agent semantics of the workflow (the oracle's own reading of them: turn
 /// t asks for a tool while t < tool_turns; a tool is refused once max_tool_calls are used;
@@ -242,7 +303,17 @@ mod tests {
         let mut h = HistoryBuilder::default();
         h.fact(0, "host", FactKind::Submitted { run_id: "r".into(), workflow: "limit".into() });
         let paid = |h: &mut HistoryBuilder, turn| {
-            h.fact(0, "a", FactKind::Paid { run_id: "r".into(), op: "agentStatus".into(), dispatch: 1, turn })
+            h.fact(
+                0,
+                "a",
+                FactKind::Paid {
+                    run_id: "r".into(),
+                    op: "agentStatus".into(),
+                    dispatch: 1,
+                    turn,
+                    conversation: String::new(),
+                },
+            )
         };
         for turn in 0..3 {
             paid(&mut h, turn);
@@ -259,17 +330,95 @@ mod tests {
         // `happy`: tool-less agents pay turn 0 only; an unknown op is not judged.
         let mut h = HistoryBuilder::engine_run();
         h.pay(0, "a", "r", 1, 0);
-        h.fact(0, "a", FactKind::Paid { run_id: "r".into(), op: "one".into(), dispatch: 1, turn: 0 });
+        h.fact(
+            0,
+            "a",
+            FactKind::Paid {
+                run_id: "r".into(),
+                op: "one".into(),
+                dispatch: 1,
+                turn: 0,
+                conversation: String::new(),
+            },
+        );
         assert!(h.judge("agents_stay_within_their_limits").is_empty());
-        h.fact(0, "a", FactKind::Paid { run_id: "r".into(), op: "one".into(), dispatch: 1, turn: 1 });
+        h.fact(
+            0,
+            "a",
+            FactKind::Paid {
+                run_id: "r".into(),
+                op: "one".into(),
+                dispatch: 1,
+                turn: 1,
+                conversation: String::new(),
+            },
+        );
         assert_eq!(h.judge("agents_stay_within_their_limits").len(), 1);
         // `pipeline`: a step runs its tool as turn 0 and pays nothing.
         let mut h = HistoryBuilder::default();
         h.fact(0, "host", FactKind::Submitted { run_id: "r".into(), workflow: "pipeline".into() });
         tool(&mut h, "fetch", 1, 0);
         assert!(h.judge("agents_stay_within_their_limits").is_empty());
-        h.fact(0, "a", FactKind::Paid { run_id: "r".into(), op: "fetch".into(), dispatch: 1, turn: 0 });
+        h.fact(
+            0,
+            "a",
+            FactKind::Paid {
+                run_id: "r".into(),
+                op: "fetch".into(),
+                dispatch: 1,
+                turn: 0,
+                conversation: String::new(),
+            },
+        );
         assert_eq!(h.judge("agents_stay_within_their_limits").len(), 1);
+    }
+
+    #[test]
+    fn a_turn_sent_a_conversation_other_than_its_earlier_turns_is_caught() {
+        use crate::history::FactKind;
+        use crate::ledger::{reply, tool_result};
+        use serde_json::json;
+        // `two-approvals`' reviser asks for a tool every turn: turn t is sent t messages.
+        let name = "revise";
+        let message = |n: u32| json!({ "turn": n, "reply": reply(name, n), "tool": tool_result(name, n) });
+        let judge = |turn: u32, messages: Vec<serde_json::Value>| {
+            let mut h = HistoryBuilder::default();
+            h.fact(0, "host", FactKind::Submitted { run_id: "r".into(), workflow: "two-approvals".into() });
+            let conversation = serde_json::Value::Array(messages).to_string();
+            h.fact(
+                0,
+                "a",
+                FactKind::Paid { run_id: "r".into(), op: name.into(), dispatch: 5, turn, conversation },
+            );
+            h.judge("provider_sees_its_conversation")
+        };
+        assert!(judge(0, vec![]).is_empty());
+        assert!(judge(2, vec![message(0), message(1)]).is_empty());
+        // A restore that kept the turn count but lost the messages.
+        let v = judge(2, vec![]);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("holds 0 messages, not 2"), "{}", v[0].witness);
+        // One message short (the last turn's never saved), swapped, or another turn's.
+        assert_eq!(judge(2, vec![message(0)]).len(), 1);
+        assert_eq!(judge(2, vec![message(1), message(0)]).len(), 1);
+        let mut wrong = message(1);
+        wrong["tool"] = tool_result(name, 0);
+        assert_eq!(judge(2, vec![message(0), wrong]).len(), 1);
+        // A step is not an agent, and a payment recorded without its conversation is not judged.
+        let mut h = HistoryBuilder::default();
+        h.fact(0, "host", FactKind::Submitted { run_id: "r".into(), workflow: "two-approvals".into() });
+        h.fact(
+            0,
+            "a",
+            FactKind::Paid {
+                run_id: "r".into(),
+                op: name.into(),
+                dispatch: 5,
+                turn: 2,
+                conversation: String::new(),
+            },
+        );
+        assert!(h.judge("provider_sees_its_conversation").is_empty());
     }
 
     #[test]
@@ -286,11 +435,31 @@ mod tests {
         let mut h = HistoryBuilder::default();
         h.fact(0, "host", FactKind::Submitted { run_id: "r".into(), workflow: "two-approvals".into() });
         for turn in 0..max_turns {
-            h.fact(0, "a", FactKind::Paid { run_id: "r".into(), op: name.clone(), dispatch: 5, turn });
+            h.fact(
+                0,
+                "a",
+                FactKind::Paid {
+                    run_id: "r".into(),
+                    op: name.clone(),
+                    dispatch: 5,
+                    turn,
+                    conversation: String::new(),
+                },
+            );
             tool(&mut h, &name, 5, turn);
         }
         assert!(h.judge("agents_stay_within_their_limits").is_empty());
-        h.fact(0, "a", FactKind::Paid { run_id: "r".into(), op: name.clone(), dispatch: 5, turn: max_turns });
+        h.fact(
+            0,
+            "a",
+            FactKind::Paid {
+                run_id: "r".into(),
+                op: name.clone(),
+                dispatch: 5,
+                turn: max_turns,
+                conversation: String::new(),
+            },
+        );
         assert_eq!(h.judge("agents_stay_within_their_limits").len(), 1);
     }
 

@@ -119,7 +119,7 @@ fn completed_run_did_its_work(j: &Judged, out: &mut Vec<Witness>) {
             FactKind::Submitted { run_id, workflow } => {
                 workflow_of.insert(run_id, workflow);
             }
-            FactKind::Paid { run_id, op, dispatch, turn } => {
+            FactKind::Paid { run_id, op, dispatch, turn, .. } => {
                 paid.insert((run_id, op, *dispatch, *turn));
             }
             FactKind::Tool { run_id, op, dispatch, turn } => {
