@@ -133,7 +133,7 @@ fn queue_hosts_submit_deleted_runs_again_as_fresh_starts_with_a_genesis_of_their
                 h.calls
                     .iter()
                     .filter(|c| c.run_id == *run_id && c.op == OpKind::PutMeta)
-                    .filter(|c| applied(c).is_some_and(|o| keep(o)))
+                    .filter(|c| applied(c).is_some_and(keep))
                     .filter_map(genesis)
                     .collect()
             };
