@@ -12,7 +12,7 @@ use super::super::contract::{checkpoint_seq, run_of_ref};
 use super::super::model::{t, who, Judged};
 use super::super::{Expectation, Property, Witness};
 use super::*;
-use store::engine::Op;
+use store::engine::{Op, Workflow};
 
 use crate::history::{Call, Fact, FactKind, OpKind};
 use crate::ledger::{catalog_workflows, field, reply, tool_result};
@@ -164,20 +164,34 @@ pub const PROVIDER_SEES_ITS_CONVERSATION: Property = Property {
         check: provider_sees_its_conversation,
 };
 
-fn provider_sees_its_conversation(j: &Judged, out: &mut Vec<Witness>) {
-    let workflows = catalog_workflows();
+/// Each paid turn and tool run of a submitted run, with the spec of the op it names in that
+/// run's workflow, in fact order (ops of a workflow or op the world does not know are left out).
+fn paid_and_tool_facts<'h>(j: &Judged<'h>, workflows: &BTreeMap<String, Workflow>) -> Vec<(&'h Fact, Op)> {
     let mut submitted: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut out = Vec::new();
     for f in &j.history.facts {
-        let (run_id, op, turn, conversation) = match &f.kind {
+        let (run_id, op) = match &f.kind {
             FactKind::Submitted { run_id, workflow } => {
                 submitted.insert(run_id, workflow);
                 continue;
             }
-            FactKind::Paid { run_id, op, turn, conversation, .. } => (run_id, op, *turn, conversation),
+            FactKind::Paid { run_id, op, .. } | FactKind::Tool { run_id, op, .. } => (run_id, op),
             _ => continue,
         };
         let Some(wf) = submitted.get(run_id.as_str()).and_then(|w| workflows.get(*w)) else { continue };
-        let Some(Op::Agent { .. }) = wf.ops.iter().find(|o| field(o) == op.as_str()) else { continue };
+        if let Some(spec) = wf.ops.iter().find(|o| field(o) == op.as_str()) {
+            out.push((f, spec.clone()));
+        }
+    }
+    out
+}
+
+fn provider_sees_its_conversation(j: &Judged, out: &mut Vec<Witness>) {
+    let workflows = catalog_workflows();
+    for (f, spec) in paid_and_tool_facts(j, &workflows) {
+        let FactKind::Paid { run_id, op, turn, conversation, .. } = &f.kind else { continue };
+        let Op::Agent { .. } = spec else { continue };
+        let turn = *turn;
         if conversation.is_empty() {
             continue;
         }
@@ -237,19 +251,13 @@ fn within_limits(op: &Op, turn: u32, tool: bool) -> bool {
 
 fn agents_stay_within_their_limits(j: &Judged, out: &mut Vec<Witness>) {
     let workflows = catalog_workflows();
-    let mut submitted: BTreeMap<&str, &str> = BTreeMap::new();
-    for f in &j.history.facts {
+    for (f, spec) in paid_and_tool_facts(j, &workflows) {
         let (run_id, op, turn, tool) = match &f.kind {
-            FactKind::Submitted { run_id, workflow } => {
-                submitted.insert(run_id, workflow);
-                continue;
-            }
             FactKind::Paid { run_id, op, turn, .. } => (run_id, op, *turn, false),
             FactKind::Tool { run_id, op, turn, .. } => (run_id, op, *turn, true),
             _ => continue,
         };
-        let Some(wf) = submitted.get(run_id.as_str()).and_then(|w| workflows.get(*w)) else { continue };
-        let Some(spec) = wf.ops.iter().find(|o| field(o) == op.as_str()) else { continue };
+        let spec = &spec;
         if !within_limits(spec, turn, tool) {
             out.push(Witness {
                 witness: format!(
@@ -302,21 +310,8 @@ mod tests {
         // 0, 1 and 2 paid, the tools of turns 0 and 1 run.
         let mut h = HistoryBuilder::default();
         h.fact(0, "host", FactKind::Submitted { run_id: "r".into(), workflow: "limit".into() });
-        let paid = |h: &mut HistoryBuilder, turn| {
-            h.fact(
-                0,
-                "a",
-                FactKind::Paid {
-                    run_id: "r".into(),
-                    op: "agentStatus".into(),
-                    dispatch: 1,
-                    turn,
-                    conversation: String::new(),
-                },
-            )
-        };
         for turn in 0..3 {
-            paid(&mut h, turn);
+            paid(&mut h, "agentStatus", 1, turn);
         }
         tool(&mut h, "agentStatus", 1, 0);
         tool(&mut h, "agentStatus", 1, 1);
@@ -325,51 +320,21 @@ mod tests {
         let v = h.judge("agents_stay_within_their_limits");
         assert_eq!(v.len(), 1, "a third tool call: {v:?}");
         assert!(v[0].witness.contains("ran the tool of turn 2"), "{}", v[0].witness);
-        paid(&mut h, 3);
+        paid(&mut h, "agentStatus", 1, 3);
         assert_eq!(h.judge("agents_stay_within_their_limits").len(), 2, "turn 3 follows a refused tool");
         // `happy`: tool-less agents pay turn 0 only; an unknown op is not judged.
         let mut h = HistoryBuilder::engine_run();
         h.pay(0, "a", "r", 1, 0);
-        h.fact(
-            0,
-            "a",
-            FactKind::Paid {
-                run_id: "r".into(),
-                op: "one".into(),
-                dispatch: 1,
-                turn: 0,
-                conversation: String::new(),
-            },
-        );
+        paid(&mut h, "one", 1, 0);
         assert!(h.judge("agents_stay_within_their_limits").is_empty());
-        h.fact(
-            0,
-            "a",
-            FactKind::Paid {
-                run_id: "r".into(),
-                op: "one".into(),
-                dispatch: 1,
-                turn: 1,
-                conversation: String::new(),
-            },
-        );
+        paid(&mut h, "one", 1, 1);
         assert_eq!(h.judge("agents_stay_within_their_limits").len(), 1);
         // `pipeline`: a step runs its tool as turn 0 and pays nothing.
         let mut h = HistoryBuilder::default();
         h.fact(0, "host", FactKind::Submitted { run_id: "r".into(), workflow: "pipeline".into() });
         tool(&mut h, "fetch", 1, 0);
         assert!(h.judge("agents_stay_within_their_limits").is_empty());
-        h.fact(
-            0,
-            "a",
-            FactKind::Paid {
-                run_id: "r".into(),
-                op: "fetch".into(),
-                dispatch: 1,
-                turn: 0,
-                conversation: String::new(),
-            },
-        );
+        paid(&mut h, "fetch", 1, 0);
         assert_eq!(h.judge("agents_stay_within_their_limits").len(), 1);
     }
 
@@ -407,17 +372,7 @@ mod tests {
         // A step is not an agent, and a payment recorded without its conversation is not judged.
         let mut h = HistoryBuilder::default();
         h.fact(0, "host", FactKind::Submitted { run_id: "r".into(), workflow: "two-approvals".into() });
-        h.fact(
-            0,
-            "a",
-            FactKind::Paid {
-                run_id: "r".into(),
-                op: name.into(),
-                dispatch: 5,
-                turn: 2,
-                conversation: String::new(),
-            },
-        );
+        paid(&mut h, name, 5, 2);
         assert!(h.judge("provider_sees_its_conversation").is_empty());
     }
 
@@ -435,31 +390,11 @@ mod tests {
         let mut h = HistoryBuilder::default();
         h.fact(0, "host", FactKind::Submitted { run_id: "r".into(), workflow: "two-approvals".into() });
         for turn in 0..max_turns {
-            h.fact(
-                0,
-                "a",
-                FactKind::Paid {
-                    run_id: "r".into(),
-                    op: name.clone(),
-                    dispatch: 5,
-                    turn,
-                    conversation: String::new(),
-                },
-            );
+            paid(&mut h, &name, 5, turn);
             tool(&mut h, &name, 5, turn);
         }
         assert!(h.judge("agents_stay_within_their_limits").is_empty());
-        h.fact(
-            0,
-            "a",
-            FactKind::Paid {
-                run_id: "r".into(),
-                op: name.clone(),
-                dispatch: 5,
-                turn: max_turns,
-                conversation: String::new(),
-            },
-        );
+        paid(&mut h, &name, 5, max_turns);
         assert_eq!(h.judge("agents_stay_within_their_limits").len(), 1);
     }
 
