@@ -222,38 +222,30 @@ impl Env for SimEnv {
                 }))
             }
             Action::Pause { .. } | Action::PauseUntilTakeover { .. } | Action::PauseUntilAcquired { .. } => {
+                // A pause until another process's writes: resumed after `writes` of them past
+                // `epoch` (the baseline), or after 1.5 ttl when there is no run or baseline.
+                let ttl_ms = w.plan.knobs.ttl_ms.max(1);
+                let after_takeover = |epoch: Option<u64>, writes, op| match (site.run_id, epoch) {
+                    (Some(run), Some(epoch)) => {
+                        Resume::AfterTakeover { run_id: run.to_string(), epoch, writes, op, ttl_ms }
+                    }
+                    _ => Resume::After { ms: ttl_ms * 3 / 2 },
+                };
+                let lease_epoch = |run: &str| w.observe_lease(run).map(|row| row.epoch);
                 let resume = match action {
-                    Action::PauseUntilAcquired { writes } => {
-                        let ttl_ms = w.plan.knobs.ttl_ms.max(1);
-                        match site.run_id {
-                            Some(run) => Resume::AfterTakeover {
-                                run_id: run.to_string(),
-                                epoch: w
-                                    .observe_lease(run)
-                                    .map(|row| row.epoch)
-                                    .or_else(|| w.observe_epoch_mark(run))
-                                    .unwrap_or(0),
-                                writes,
-                                op: None,
-                                ttl_ms,
-                            },
-                            None => Resume::After { ms: ttl_ms * 3 / 2 },
-                        }
-                    }
-                    Action::PauseUntilTakeover { writes, same_op } => {
-                        let op = if same_op { crate::history::OpKind::of_point(point) } else { None };
-                        let ttl_ms = w.plan.knobs.ttl_ms.max(1);
-                        let run = site.run_id.map(str::to_string);
-                        let epoch = site
-                            .epoch
-                            .or_else(|| run.as_deref().and_then(|r| w.observe_lease(r)).map(|row| row.epoch));
-                        match (run, epoch) {
-                            (Some(run_id), Some(epoch)) => {
-                                Resume::AfterTakeover { run_id, epoch, writes, op, ttl_ms }
-                            }
-                            _ => Resume::After { ms: ttl_ms * 3 / 2 },
-                        }
-                    }
+                    // The caller's epoch, else the run's lease row's.
+                    Action::PauseUntilTakeover { writes, same_op } => after_takeover(
+                        site.epoch.or_else(|| site.run_id.and_then(lease_epoch)),
+                        writes,
+                        if same_op { crate::history::OpKind::of_point(point) } else { None },
+                    ),
+                    // The run's last grant: its lease row's, else the high-water mark, else 0.
+                    Action::PauseUntilAcquired { writes } => after_takeover(
+                        site.run_id
+                            .map(|run| lease_epoch(run).or_else(|| w.observe_epoch_mark(run)).unwrap_or(0)),
+                        writes,
+                        None,
+                    ),
                     Action::Pause { ms } => Resume::After { ms },
                     _ => unreachable!("the arm matched a pause"),
                 };
