@@ -166,7 +166,10 @@ pub const PROVIDER_SEES_ITS_CONVERSATION: Property = Property {
 
 /// Each paid turn and tool run of a submitted run, with the spec of the op it names in that
 /// run's workflow, in fact order (ops of a workflow or op the world does not know are left out).
-fn paid_and_tool_facts<'h>(j: &Judged<'h>, workflows: &BTreeMap<String, Workflow>) -> Vec<(&'h Fact, Op)> {
+fn paid_and_tool_facts<'h, 'w>(
+    j: &Judged<'h>,
+    workflows: &'w BTreeMap<String, Workflow>,
+) -> Vec<(&'h Fact, &'w Op)> {
     let mut submitted: BTreeMap<&str, &str> = BTreeMap::new();
     let mut out = Vec::new();
     for f in &j.history.facts {
@@ -180,7 +183,7 @@ fn paid_and_tool_facts<'h>(j: &Judged<'h>, workflows: &BTreeMap<String, Workflow
         };
         let Some(wf) = submitted.get(run_id.as_str()).and_then(|w| workflows.get(*w)) else { continue };
         if let Some(spec) = wf.ops.iter().find(|o| field(o) == op.as_str()) {
-            out.push((f, spec.clone()));
+            out.push((f, spec));
         }
     }
     out
@@ -257,7 +260,6 @@ fn agents_stay_within_their_limits(j: &Judged, out: &mut Vec<Witness>) {
             FactKind::Tool { run_id, op, turn, .. } => (run_id, op, *turn, true),
             _ => continue,
         };
-        let spec = &spec;
         if !within_limits(spec, turn, tool) {
             out.push(Witness {
                 witness: format!(
