@@ -334,6 +334,19 @@ impl QueueShared {
         out
     }
 
+    /// A host submission of `run_id` by this incarnation began: counted in flight, and listed
+    /// in `submitting` (a restarted host submits again what an earlier incarnation left there).
+    fn submission_began(&self, node: u32, incarnation: u32, run_id: &str) {
+        self.host_op(node, incarnation, 1);
+        self.submitting.borrow_mut().insert((node, incarnation, run_id.to_string()));
+    }
+
+    /// That submission ended with the process alive.
+    fn submission_ended(&self, node: u32, incarnation: u32, run_id: &str) {
+        self.host_op(node, incarnation, -1);
+        self.submitting.borrow_mut().remove(&(node, incarnation, run_id.to_string()));
+    }
+
     /// A process started anew: the operations of its earlier incarnations died with them.
     fn restarted(&self, node: u32, incarnation: u32) {
         self.pending.borrow_mut().retain(|&(n, i), _| n != node || i == incarnation);
@@ -654,15 +667,13 @@ async fn node_body(node: NodeCtx) {
         let (engine, sink, sh) = (engine.clone(), sink.clone(), sh.clone());
         let actor = sink.owner.clone();
         let (index, incarnation) = (node.index, node.incarnation);
-        sh.host_op(index, incarnation, 1);
-        sh.submitting.borrow_mut().insert((index, incarnation, spec.run_id.clone()));
+        sh.submission_began(index, incarnation, &spec.run_id);
         madsim::task::spawn_local(under_actor(&actor, async move {
             if !redelivered {
                 madsim::time::sleep(Duration::from_millis(spec.start_ms)).await;
             }
             if submit(&engine, &sink, &spec, ttl, redelivered).await {
-                sh.host_op(index, incarnation, -1);
-                sh.submitting.borrow_mut().remove(&(index, incarnation, spec.run_id.clone()));
+                sh.submission_ended(index, incarnation, &spec.run_id);
             }
         }));
     }
@@ -772,13 +783,11 @@ async fn node_body(node: NodeCtx) {
                         // for), where a retry's resume brings a deleted run back without one.
                         // Submitted only if the delete took (the meta is gone); a restarted
                         // host redelivers it as it does its first submissions.
-                        sh.host_op(index, incarnation, 1);
-                        sh.submitting.borrow_mut().insert((index, incarnation, spec.run_id.clone()));
+                        sh.submission_began(index, incarnation, &spec.run_id);
                         if !submit(&engine, &sink, spec, ttl, true).await {
                             return;
                         }
-                        sh.host_op(index, incarnation, -1);
-                        sh.submitting.borrow_mut().remove(&(index, incarnation, spec.run_id.clone()));
+                        sh.submission_ended(index, incarnation, &spec.run_id);
                     }
                     continue;
                 }
