@@ -56,6 +56,7 @@ pub const ALL: &[Property] = &[
     deletion::DELETED_RUN_STAYS_DELETED,
     progress::COMPLETED_RUN_DID_ITS_WORK,
     progress::EACH_SUSPENSION_ANSWERED_ONCE,
+    progress::EACH_AWAIT_SUSPENDS_ONCE,
     progress::EACH_DISPATCH_ENDS_ONCE,
     progress::ONE_TERMINAL_ATTEMPT_PER_DISPATCH,
     progress::DISPATCHES_END_BEFORE_THE_SETTLE,

@@ -3,7 +3,7 @@
 //! and a segment that settles ok after a failed settle dispatched again every op whose last
 //! dispatch ended error, limit or cancelled (terminals that never replay); and an answer
 //! (a resolution or abandon) goes to an open suspension, once, as a terminal goes to a live
-//! dispatch, once.
+//! dispatch, once; and an await suspends once while its suspension is open.
 //!
 //! Each property is judged from the apply-ordered history and the engine facts, under the
 //! holder and generation rules of [`super`].
@@ -214,9 +214,41 @@ pub const EACH_SUSPENSION_ANSWERED_ONCE: Property = Property {
 };
 
 fn each_suspension_answered_once(j: &Judged, out: &mut Vec<Witness>) {
+    out.extend(suspension_walk(j).answers);
+}
+
+pub const EACH_AWAIT_SUSPENDS_ONCE: Property = Property {
+        name: "each_await_suspends_once",
+        expectation: Expectation::Always,
+        claim: "An external or approval suspension that applies is its await's only open one: no earlier suspension of the same run, generation and key is still unanswered (an await that replays onto its open suspension parks again and appends nothing).",
+        not_checked: "Runs no engine actor started; suspensions whose earlier twin was answered (a resolution or an abandon).",
+        check: each_await_suspends_once,
+};
+
+fn each_await_suspends_once(j: &Judged, out: &mut Vec<Witness>) {
+    out.extend(suspension_walk(j).suspensions);
+}
+
+/// What the apply-ordered walk over suspensions and their answers found wrong.
+struct SuspensionWalk {
+    /// Answers (resolution or abandon) to no open suspension.
+    answers: Vec<Witness>,
+    /// Suspensions appended while an earlier one of the same await was still open.
+    suspensions: Vec<Witness>,
+}
+
+fn suspension_walk(j: &Judged) -> SuspensionWalk {
     let runs = engine_runs(j);
-    // Per run, in this generation: suspension seq -> the call that answered it, if one did.
-    let mut open: BTreeMap<&str, BTreeMap<u64, Option<&Call>>> = BTreeMap::new();
+    /// One suspension of the run's current generation: its await key, the call that appended
+    /// it, and the call that answered it, if one did.
+    struct Open<'a> {
+        key: String,
+        by: &'a Call,
+        answered: Option<&'a Call>,
+    }
+    let mut walk = SuspensionWalk { answers: Vec::new(), suspensions: Vec::new() };
+    // Per run, in this generation: suspension seq -> its record.
+    let mut open: BTreeMap<&str, BTreeMap<u64, Open>> = BTreeMap::new();
     for &c in &j.applied {
         if !runs.contains(c.run_id.as_str()) {
             continue;
@@ -229,7 +261,26 @@ fn each_suspension_answered_once(j: &Judged, out: &mut Vec<Witness>) {
                 let Some(e) = entry_of(c) else { continue };
                 let suspensions = open.entry(c.run_id.as_str()).or_default();
                 if matches!(e.kind.as_str(), "external" | "approval") && e.status == "suspended" {
-                    suspensions.insert(e.seq, None);
+                    if let Some((seq, twin)) =
+                        suspensions.iter().find(|(_, s)| s.key == e.key && s.answered.is_none())
+                    {
+                        walk.suspensions.push(Witness {
+                            witness: format!(
+                                "run {}: {}'s {} suspension at seq {} (t={}) for {} while {}'s at seq {seq} (t={}) was still open",
+                                c.run_id,
+                                who(c),
+                                e.kind,
+                                e.seq,
+                                t(Judged::applied_ns(c)),
+                                e.key,
+                                who(twin.by),
+                                t(Judged::applied_ns(twin.by))
+                            ),
+                            op: Some(c.op.as_str()),
+                            call: Some(c.id),
+                        });
+                    }
+                    suspensions.insert(e.seq, Open { key: e.key.clone(), by: c, answered: None });
                     continue;
                 }
                 if !matches!(e.kind.as_str(), "resolution" | "abandon") {
@@ -238,7 +289,7 @@ fn each_suspension_answered_once(j: &Judged, out: &mut Vec<Witness>) {
                 let target = e.ref_seq.map_or("no ref".to_string(), |s| format!("seq {s}"));
                 let why = match e.ref_seq.and_then(|s| suspensions.get_mut(&s)) {
                     None => format!("{target}, which is no suspension of this run's journal"),
-                    Some(Some(first)) => format!(
+                    Some(Open { answered: Some(first), .. }) => format!(
                         "{target}, which {}'s {} had already answered at t={}",
                         who(first),
                         entry_of(first)
@@ -246,11 +297,11 @@ fn each_suspension_answered_once(j: &Judged, out: &mut Vec<Witness>) {
                         t(Judged::applied_ns(first))
                     ),
                     Some(slot) => {
-                        *slot = Some(c);
+                        slot.answered = Some(c);
                         continue;
                     }
                 };
-                out.push(Witness {
+                walk.answers.push(Witness {
                     witness: format!(
                         "run {}: {}'s {} at seq {} (t={}) answers {why}",
                         c.run_id,
@@ -266,6 +317,7 @@ fn each_suspension_answered_once(j: &Judged, out: &mut Vec<Witness>) {
             _ => {}
         }
     }
+    walk
 }
 
 pub const EACH_DISPATCH_ENDS_ONCE: Property = Property {
@@ -707,6 +759,43 @@ mod tests {
         let mut h = ended_ok("approval", &journal);
         facts(&mut h);
         assert!(h.judge("completed_run_did_its_work").is_empty());
+    }
+
+    #[test]
+    fn an_await_suspending_again_while_its_suspension_is_open_is_caught() {
+        use crate::oracle::testkit::engine::{lease, HistoryBuilder};
+        let mut h = HistoryBuilder::engine_run();
+        let w = h.acquire(0, "w", "r", 1);
+        h.append(0, &w, "r", op_entry(0, "external", "await:k", "suspended", None));
+        h.append(0, &w, "r", op_entry(1, "external", "await:other", "suspended", None));
+        assert!(h.judge("each_await_suspends_once").is_empty(), "two awaits, one suspension each");
+        // A later tenure replays onto the open suspension and journals it again.
+        let w2 = h.acquire(1, "w2", "r", 2);
+        h.append(1, &w2, "r", op_entry(2, "external", "await:k", "suspended", None));
+        let v = h.judge("each_await_suspends_once");
+        assert!(
+            v.len() == 1 && v[0].witness.contains("at seq 0") && v[0].witness.contains("still open"),
+            "{v:?}"
+        );
+        // Answered first (a resolution, or an abandon), a second suspension of the key is no fault.
+        for answer in ["resolution", "abandon"] {
+            let mut h = HistoryBuilder::engine_run();
+            let w = h.acquire(0, "w", "r", 1);
+            h.append(0, &w, "r", op_entry(0, "external", "await:k", "suspended", None));
+            h.acquire(1, "op", "r", 2);
+            h.append(1, &lease("r", "op", 2), "r", op_entry(1, answer, "await:k", "ok", Some(0)));
+            let w = h.acquire(0, "w", "r", 3);
+            h.append(0, &w, "r", op_entry(2, "external", "await:k", "suspended", None));
+            assert!(h.judge("each_await_suspends_once").is_empty(), "{answer}");
+        }
+        // A delete starts a new generation: the recreated run's await suspends afresh.
+        let mut h = HistoryBuilder::engine_run();
+        let w = h.acquire(0, "w", "r", 1);
+        h.append(0, &w, "r", op_entry(0, "external", "await:k", "suspended", None));
+        h.delete(0, Some(&w), "r");
+        let w = h.acquire(0, "w", "r", 2);
+        h.append(0, &w, "r", op_entry(0, "external", "await:k", "suspended", None));
+        assert!(h.judge("each_await_suspends_once").is_empty());
     }
 
     #[test]
