@@ -57,6 +57,7 @@ pub const ALL: &[Property] = &[
     progress::COMPLETED_RUN_DID_ITS_WORK,
     progress::EACH_SUSPENSION_ANSWERED_ONCE,
     progress::EACH_AWAIT_SUSPENDS_ONCE,
+    payments::EACH_RECEIPT_FOLLOWS_ITS_PAID_CALL,
     progress::EACH_DISPATCH_ENDS_ONCE,
     progress::ONE_TERMINAL_ATTEMPT_PER_DISPATCH,
     progress::DISPATCHES_END_BEFORE_THE_SETTLE,
@@ -134,6 +135,11 @@ impl Lifecycle {
         let grants = self.grants.get(run)?;
         let last = grants.iter().rfind(|g| g.order < before)?;
         (last.node == node && last.incarnation == incarnation).then_some(last.epoch)
+    }
+
+    /// The apply position of the last grant of `run` at `epoch` applied before `before`.
+    fn grant_order(&self, run: &str, epoch: u64, before: usize) -> Option<usize> {
+        self.grants.get(run)?.iter().rfind(|g| g.epoch == epoch && g.order < before).map(|g| g.order)
     }
 
     /// Whether the fact's owner held the run's latest grant when the fact happened.

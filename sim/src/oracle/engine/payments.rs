@@ -1,17 +1,19 @@
 //! The payment family: paid work is not paid twice, nor past what the workflow allows. A
 //! dispatch's checkpoint never goes back in turns (and no boot resumes from a regressed
 //! one), a dispatch whose terminal is durable is never paid again by a current holder, and
-//! no agent pays a turn or runs a tool beyond the limits its workflow declares.
+//! no agent pays a turn or runs a tool beyond the limits its workflow declares; a provider
+//! is sent its dispatch's conversation, and a billing receipt follows the call it records.
 //!
 //! Each property is judged from the apply-ordered history and the engine facts, under the
 //! holder and generation rules of [`super`].
 
 use std::collections::BTreeMap;
 
-use super::super::contract::{checkpoint_seq, run_of_ref};
+use super::super::contract::{checkpoint_seq, run_of_ref, EntryView};
 use super::super::model::{t, who, Judged};
 use super::super::{Expectation, Property, Witness};
 use super::*;
+use serde_json::Value;
 use store::engine::{Op, Workflow};
 
 use crate::history::{Call, Fact, FactKind, OpKind};
@@ -164,6 +166,72 @@ pub const PROVIDER_SEES_ITS_CONVERSATION: Property = Property {
         check: provider_sees_its_conversation,
 };
 
+pub const EACH_RECEIPT_FOLLOWS_ITS_PAID_CALL: Property = Property {
+        name: "each_receipt_follows_its_paid_call",
+        expectation: Expectation::Always,
+        claim: "A billing receipt that applies (a provider-call decision keyed pc:<dispatch>:<turn>) records a call its writer already paid: the same process and owner paid that run's dispatch and turn under the lease the receipt carries, before the receipt's append was invoked (a receipt is journaled after its call, never for a call not yet made).",
+        not_checked: "Receipts of runs no engine actor started; unleased receipts; paid calls whose receipt was lost (a lost append is the flush barrier's, no_clean_settle_over_a_lost_append).",
+        check: each_receipt_follows_its_paid_call,
+};
+
+/// A provider-call receipt's (dispatch, turn), from its key `pc:<dispatch>:<turn>`; `None`
+/// when the entry is no receipt, `Some(None)` when it is one with a malformed key.
+fn receipt_of(e: &EntryView) -> Option<Option<(u64, u32)>> {
+    if e.kind != "decision" || e.value.get("decisionType").and_then(Value::as_str) != Some("provider-call") {
+        return None;
+    }
+    let mut parts = e.key.strip_prefix("pc:").map(|k| k.split(':'));
+    let mut next = || parts.as_mut().and_then(|p| p.next());
+    let dispatch = next().and_then(|d| d.parse().ok());
+    let turn = next().and_then(|t| t.parse().ok());
+    Some(dispatch.zip(turn).filter(|_| next().is_none()))
+}
+
+fn each_receipt_follows_its_paid_call(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    let (life, _) = dispatches(j);
+    for &c in &j.applied {
+        if c.op != OpKind::Append || !runs.contains(c.run_id.as_str()) {
+            continue;
+        }
+        let (Some(lease), Some(e)) = (&c.lease, entry_of(c)) else { continue };
+        let Some(receipt) = receipt_of(&e) else { continue };
+        let why = match receipt {
+            None => format!("a malformed key {:?}", e.key),
+            Some((dispatch, turn)) => {
+                let grant = life.grant_order(&c.run_id, lease.epoch.0, order(c));
+                let paid = j.history.facts.iter().any(|f| {
+                    matches!(&f.kind, FactKind::Paid { run_id, dispatch: d, turn: n, .. }
+                        if *run_id == c.run_id && *d == dispatch && *n == turn)
+                        && f.node == c.node
+                        && f.incarnation == c.incarnation
+                        && f.owner == lease.owner
+                        && f.invoked_before <= c.id
+                        && grant.is_some_and(|g| f.applied_before > g)
+                });
+                if paid {
+                    continue;
+                }
+                format!(
+                    "no payment of dispatch {dispatch} turn {turn} by its writer under epoch {} before it",
+                    lease.epoch.0
+                )
+            }
+        };
+        out.push(Witness {
+            witness: format!(
+                "run {}: {}'s receipt at seq {} (t={}) has {why}",
+                c.run_id,
+                who(c),
+                e.seq,
+                t(Judged::applied_ns(c))
+            ),
+            op: Some(c.op.as_str()),
+            call: Some(c.id),
+        });
+    }
+}
+
 /// Each paid turn and tool run of a submitted run, with the spec of the op it names in that
 /// run's workflow, in fact order (ops of a workflow or op the world does not know are left out).
 fn paid_and_tool_facts<'h, 'w>(
@@ -279,6 +347,43 @@ fn agents_stay_within_their_limits(j: &Judged, out: &mut Vec<Witness>) {
 mod tests {
 
     use crate::oracle::testkit::engine::*;
+
+    #[test]
+    fn a_receipt_for_a_call_its_writer_had_not_paid_is_caught() {
+        let receipt = |seq: u64, key: &str| {
+            serde_json::json!({"seq": seq, "kind": "decision", "status": "ok", "key": key,
+                "value": {"decisionType": "provider-call", "agentRef": 0}})
+        };
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", running(0));
+        h.pay(0, "a", "r", 0, 0);
+        h.append(0, &a, "r", receipt(1, "pc:0:0"));
+        assert!(h.judge("each_receipt_follows_its_paid_call").is_empty(), "paid, then its receipt");
+        // The receipt of turn 1 before its payment.
+        h.append(0, &a, "r", receipt(2, "pc:0:1"));
+        h.pay(0, "a", "r", 0, 1);
+        let v = h.judge("each_receipt_follows_its_paid_call");
+        assert!(v.len() == 1 && v[0].witness.contains("seq 2") && v[0].witness.contains("turn 1"), "{v:?}");
+        // A later tenure of the same owner receipts turn 0 again without paying it again;
+        // another owner receipts a turn only the first paid.
+        let mut h = HistoryBuilder::engine_run();
+        h.acquire(0, "a", "r", 1);
+        h.pay(0, "a", "r", 0, 0);
+        let a2 = h.acquire(0, "a", "r", 2);
+        h.append(0, &a2, "r", receipt(0, "pc:0:0"));
+        let b = h.acquire(1, "b", "r", 3);
+        h.append(1, &b, "r", receipt(1, "pc:0:0"));
+        assert_eq!(h.judge("each_receipt_follows_its_paid_call").len(), 2);
+        // A malformed receipt key; a decision of another type is no receipt.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.pay(0, "a", "r", 0, 0);
+        h.append(0, &a, "r", receipt(0, "pc:0:0:0"));
+        h.append(0, &a, "r", op_entry(1, "decision", "pc:9:9", "ok", None));
+        let v = h.judge("each_receipt_follows_its_paid_call");
+        assert!(v.len() == 1 && v[0].witness.contains("malformed"), "{v:?}");
+    }
 
     #[test]
     fn checkpoint_regressions_and_regressed_boots_are_caught() {
