@@ -12,7 +12,7 @@
 use std::fmt;
 
 use serde_json::Value;
-use store::engine::{Op, RUN_SETTLE_DECISION_TYPE};
+use store::engine::{Op, PROVIDER_CALL_DECISION_TYPE, RUN_SETTLE_DECISION_TYPE};
 use store::{RunFilter, RunStatus};
 
 use crate::history::{Args, OpKind};
@@ -276,12 +276,29 @@ pub fn checkpoint_seq(blob_ref: &str) -> Option<u64> {
 /// The status a `run_settle` decision records (docs/engine-model.md 3.3): a `decision` whose
 /// value has `decisionType: run_settle` and a status word in `runStatus`.
 pub fn settle_status(e: &EntryView) -> Option<Status> {
-    if e.kind != "decision"
-        || e.value.get("decisionType").and_then(Value::as_str) != Some(RUN_SETTLE_DECISION_TYPE)
-    {
+    if !is_decision(e, RUN_SETTLE_DECISION_TYPE) {
         return None;
     }
     Status::from_word(e.value.get("runStatus")?.as_str()?)
+}
+
+/// Whether an entry is a `decision` of the given `decisionType`.
+pub fn is_decision(e: &EntryView, decision_type: &str) -> bool {
+    e.kind == "decision" && e.value.get("decisionType").and_then(Value::as_str) == Some(decision_type)
+}
+
+/// A billing receipt's (dispatch, turn), from its key `pc:<dispatch>:<turn>` (docs/engine-model.md
+/// M3 step 4): `None` when the entry is no `provider-call` decision, `Some(None)` when it is
+/// one with a malformed key.
+pub fn receipt_of(e: &EntryView) -> Option<Option<(u64, u32)>> {
+    if !is_decision(e, PROVIDER_CALL_DECISION_TYPE) {
+        return None;
+    }
+    let mut parts = e.key.strip_prefix("pc:").map(|k| k.split(':'));
+    let mut next = || parts.as_mut().and_then(|p| p.next());
+    let dispatch = next().and_then(|d| d.parse().ok());
+    let turn = next().and_then(|t| t.parse().ok());
+    Some(dispatch.zip(turn).filter(|_| next().is_none()))
 }
 
 /// `lastRunSettle` (docs/engine-model.md 7.1): scanning backwards, the last settle whose

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 use store::engine::RUN_SETTLE_DECISION_TYPE;
 
-use super::contract::{EntryView, MetaView};
+use super::contract::{is_decision, EntryView, MetaView};
 use super::model::{t, who, Judged};
 use super::{Expectation, Property, Witness};
 use crate::history::{Call, OpKind};
@@ -31,9 +31,7 @@ pub const ALL: &[Property] = &[Property {
 /// wrong word is judged, not skipped.
 fn settle_of(c: &Call) -> Option<(Option<String>, Option<u64>, String)> {
     let e = EntryView::parse(c.args.payload.as_deref()?)?;
-    if e.kind != "decision"
-        || e.value.get("decisionType").and_then(Value::as_str) != Some(RUN_SETTLE_DECISION_TYPE)
-    {
+    if !is_decision(&e, RUN_SETTLE_DECISION_TYPE) {
         return None;
     }
     Some((

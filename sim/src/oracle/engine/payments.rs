@@ -9,11 +9,10 @@
 
 use std::collections::BTreeMap;
 
-use super::super::contract::{checkpoint_seq, run_of_ref, EntryView};
+use super::super::contract::{checkpoint_seq, receipt_of, run_of_ref};
 use super::super::model::{t, who, Judged};
 use super::super::{Expectation, Property, Witness};
 use super::*;
-use serde_json::Value;
 use store::engine::{Op, Workflow};
 
 use crate::history::{Call, Fact, FactKind, OpKind};
@@ -174,22 +173,16 @@ pub const EACH_RECEIPT_FOLLOWS_ITS_PAID_CALL: Property = Property {
         check: each_receipt_follows_its_paid_call,
 };
 
-/// A provider-call receipt's (dispatch, turn), from its key `pc:<dispatch>:<turn>`; `None`
-/// when the entry is no receipt, `Some(None)` when it is one with a malformed key.
-fn receipt_of(e: &EntryView) -> Option<Option<(u64, u32)>> {
-    if e.kind != "decision" || e.value.get("decisionType").and_then(Value::as_str) != Some("provider-call") {
-        return None;
-    }
-    let mut parts = e.key.strip_prefix("pc:").map(|k| k.split(':'));
-    let mut next = || parts.as_mut().and_then(|p| p.next());
-    let dispatch = next().and_then(|d| d.parse().ok());
-    let turn = next().and_then(|t| t.parse().ok());
-    Some(dispatch.zip(turn).filter(|_| next().is_none()))
-}
-
 fn each_receipt_follows_its_paid_call(j: &Judged, out: &mut Vec<Witness>) {
     let runs = engine_runs(j);
     let (life, _) = dispatches(j);
+    // Per (run, dispatch, turn): the payments of it, in fact order.
+    let mut payments: BTreeMap<(&str, u64, u32), Vec<&Fact>> = BTreeMap::new();
+    for f in &j.history.facts {
+        if let FactKind::Paid { run_id, dispatch, turn, .. } = &f.kind {
+            payments.entry((run_id.as_str(), *dispatch, *turn)).or_default().push(f);
+        }
+    }
     for &c in &j.applied {
         if c.op != OpKind::Append || !runs.contains(c.run_id.as_str()) {
             continue;
@@ -200,15 +193,14 @@ fn each_receipt_follows_its_paid_call(j: &Judged, out: &mut Vec<Witness>) {
             None => format!("a malformed key {:?}", e.key),
             Some((dispatch, turn)) => {
                 let grant = life.grant_order(&c.run_id, lease.epoch.0, order(c));
-                let paid = j.history.facts.iter().any(|f| {
-                    matches!(&f.kind, FactKind::Paid { run_id, dispatch: d, turn: n, .. }
-                        if *run_id == c.run_id && *d == dispatch && *n == turn)
-                        && f.node == c.node
-                        && f.incarnation == c.incarnation
-                        && f.owner == lease.owner
-                        && f.invoked_before <= c.id
-                        && grant.is_some_and(|g| f.applied_before > g)
-                });
+                let paid =
+                    payments.get(&(c.run_id.as_str(), dispatch, turn)).into_iter().flatten().any(|f| {
+                        f.node == c.node
+                            && f.incarnation == c.incarnation
+                            && f.owner == lease.owner
+                            && f.invoked_before <= c.id
+                            && grant.is_some_and(|g| f.applied_before > g)
+                    });
                 if paid {
                     continue;
                 }
