@@ -820,7 +820,10 @@ fn refusals_follow_the_contract(j: &Judged, out: &mut Vec<Witness>) {
 /// A5 refusals judged against the journal the applied mutations had built when the append
 /// returned (`seen_at`, as for the lease refusals and the reads: the reads' [`SerialWalk`]):
 /// its run must have held an entry with a seq at least the refused one's (a stored entry
-/// without a seq never blocks; a delete empties the run's journal). One witness per run. Judged only where the environment
+/// without a seq never blocks; a delete empties the run's journal). A refusal whose lease the
+/// grants applied by then had already made stale is judged first: the fence check precedes
+/// the probe, so the contract refuses it as held, not as out of order. One witness per run.
+/// Judged only where the environment
 /// serializes the store's calls (the simulated one, which also observes its clock): in a
 /// real multi-process run, what was applied by the instant a call returned is known only to
 /// the precision of the merged logs.
@@ -838,13 +841,41 @@ fn order_refusals_follow_the_journal(j: &Judged, out: &mut Vec<Witness>) {
     refused.sort_by_key(|c| (c.seen_at, c.id));
     let mut said: std::collections::BTreeSet<&str> = Default::default();
     let mut walk = SerialWalk::new(j);
+    let mut grants = GrantWalk::default();
+    let mut applied = j.applied.iter().peekable();
     for c in refused {
+        let seen = c.seen_at.unwrap_or(0);
+        let returned = c.returned_ns.unwrap_or(u64::MAX);
+        while let Some(a) = applied
+            .next_if(|a| a.applied.as_ref().map_or(Judged::applied_ns(a) <= returned, |x| x.order < seen))
+        {
+            grants.apply(a);
+        }
+        let seq = c.args.seq.map_or("no seq".to_string(), |s| format!("seq {s}"));
+        // The fence check precedes the A5 probe (contract 2.5): a stale lease behind the tail
+        // is refused as held, whatever its seq. Expiry counts only where the check read the
+        // clock; a superseded, released or deleted grant needs no clock.
+        let same_run = c.lease.as_ref().is_some_and(|l| l.run_id == c.run_id);
+        if let Some(stale) = staleness(c, grants.before(c)).filter(|_| same_run) {
+            if said.insert(c.run_id.as_str()) {
+                out.push(Witness {
+                    op: Some(c.op.as_str()),
+                    call: Some(c.id),
+                    witness: format!(
+                        "run {}: the append of {seq} by {} at t={} was refused as a journal order violation although its lease was stale ({stale}); the fence check comes first, so the contract refuses it as held",
+                        c.run_id,
+                        who(c),
+                        t(c.returned_ns.unwrap_or(0))
+                    ),
+                });
+            }
+            continue;
+        }
         let stored = walk.seen_by(c).top_seq(&c.run_id);
         let justified = matches!((c.args.seq, stored), (Some(s), Some(m)) if m >= s);
         if justified || !said.insert(c.run_id.as_str()) {
             continue;
         }
-        let seq = c.args.seq.map_or("no seq".to_string(), |s| format!("seq {s}"));
         let held = stored.map_or("no entry with a seq".to_string(), |m| format!("entries up to seq {m}"));
         out.push(Witness {
             op: Some(c.op.as_str()),
@@ -1215,6 +1246,66 @@ mod tests {
         // A real multi-process run: the apply order at a call's return is not exact there.
         h.observes_store_clock = false;
         assert!(judge(&h, None, "refusals_follow_the_contract").is_empty());
+    }
+
+    #[test]
+    fn a_stale_append_behind_the_tail_must_be_refused_as_held_not_out_of_order() {
+        // a holds epoch 1 (expiring at 400 ms) from apply position 0; b takes epoch 2 at
+        // position 1 and appends seq 0 at position 2; then an append of seq 0 is refused.
+        let lease =
+            |owner: &str, epoch| Some(Lease { run_id: "r".into(), owner: owner.into(), epoch: Epoch(epoch) });
+        let grant = |id, owner: &str, epoch| {
+            let mut g = call(
+                id,
+                OpKind::Acquire,
+                Args { owner: Some(owner.into()), ..Args::default() },
+                Some(id),
+                id,
+            );
+            g.granted = lease(owner, epoch);
+            if let Some(a) = g.applied.as_mut() {
+                a.lease_row = Some(LeaseRow { owner: owner.into(), epoch, expires_at: 400 });
+            }
+            g
+        };
+        let append = |id, owner: &str, epoch, applied| {
+            let payload = Some(text(&entry(0, "agent", "running", json!({}))));
+            let mut c =
+                call(id, OpKind::Append, Args { seq: Some(0), payload, ..Args::default() }, applied, id);
+            c.lease = lease(owner, epoch);
+            c
+        };
+        let verdict = |refused: Call, code: &str, clock: Option<i64>, takeover: bool| {
+            let mut last = refused;
+            (last.outcome, last.checked_now_ms) =
+                (Outcome::Err { code: code.into(), message: String::new() }, clock);
+            last.store_clock = clock.map_or(StoreClock::NotRead, StoreClock::Read);
+            let mut calls = vec![grant(0, "a", 1)];
+            if takeover {
+                calls.extend([grant(1, "b", 2), append(2, "b", 2, Some(2))]);
+            } else {
+                calls.push(append(1, "a", 1, Some(1)));
+            }
+            let applied_count = calls.len();
+            calls.push(last);
+            let h = History { applied_count, calls, observes_store_clock: true, ..History::default() };
+            judge(&h, None, "refusals_follow_the_contract")
+        };
+        // The superseded a behind b's tail, refused as out of order with no clock read: the
+        // fence check was skipped or came second.
+        let v = verdict(append(3, "a", 1, None), "journal_order_violation", None, true);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("epoch 2 had been granted to n"), "{}", v[0].witness);
+        assert!(v[0].witness.contains("refuses it as held"), "{}", v[0].witness);
+        // The same refusal as held is the contract; b, the holder, behind its own tail is A5's.
+        assert!(verdict(append(3, "a", 1, None), "lease_held", Some(100), true).is_empty());
+        assert!(verdict(append(3, "b", 2, None), "journal_order_violation", Some(100), true).is_empty());
+        // a's own tail: out of order while live by the check's clock, held once expired.
+        assert!(verdict(append(2, "a", 1, None), "journal_order_violation", Some(399), false).is_empty());
+        let v = verdict(append(2, "a", 1, None), "journal_order_violation", Some(400), false);
+        assert!(v.len() == 1 && v[0].witness.contains("had expired"), "{v:?}");
+        // No clock read: expiry is not judged (the identity stood).
+        assert!(verdict(append(2, "a", 1, None), "journal_order_violation", None, false).is_empty());
     }
 
     #[test]
