@@ -91,6 +91,10 @@ pub struct EngineScenario {
     /// stops, and remembers the runs it parked across its sweeps), the other nodes host and
     /// operate only.
     pub solo_worker: bool,
+    /// Whether only the even nodes' workers apply retention: the odd nodes' run rulvar's
+    /// default worker, which lists only `running` and `suspended` runs (`statuses`) and leaves
+    /// terminal runs alone. Off: every worker applies retention and lists every run.
+    pub retention_on_even_nodes: bool,
     /// Whether a host retries any run of the workload, not only its own: two processes may
     /// retry one run at once (two users retrying one job).
     pub retry_any: bool,
@@ -141,6 +145,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
     host_deletes: true,
     stops: true,
     solo_worker: false,
+    retention_on_even_nodes: true,
     retry_any: false,
     redeliveries: false,
     coverage: &[
@@ -184,6 +189,7 @@ pub static QUEUE_SOLO: EngineScenario = EngineScenario {
     repairs: false,
     stops: false,
     solo_worker: true,
+    retention_on_even_nodes: false,
     retry_any: true,
     redeliveries: true,
     coverage: &[
@@ -212,6 +218,7 @@ pub static F1_STALE_SETTLE: EngineScenario = EngineScenario {
     host_deletes: false,
     stops: false,
     solo_worker: false,
+    retention_on_even_nodes: false,
     retry_any: false,
     redeliveries: false,
     coverage: &[
@@ -239,6 +246,7 @@ pub static F2_STALE_CHECKPOINT: EngineScenario = EngineScenario {
     host_deletes: false,
     stops: false,
     solo_worker: false,
+    retention_on_even_nodes: false,
     retry_any: false,
     redeliveries: false,
     coverage: &[
@@ -265,6 +273,7 @@ pub static F4_STALE_RETENTION: EngineScenario = EngineScenario {
     host_deletes: false,
     stops: false,
     solo_worker: false,
+    retention_on_even_nodes: false,
     retry_any: false,
     redeliveries: false,
     coverage: &[
@@ -298,6 +307,7 @@ pub struct QueueShared {
     pub stops: bool,
     pub host_deletes: bool,
     pub solo_worker: bool,
+    pub retention_on_even_nodes: bool,
     pub retry_any: bool,
     pub redeliveries: bool,
     /// The runs a host's explicit resume is in flight on, and that host's identity: a hint
@@ -518,6 +528,7 @@ impl Scenario for EngineScenario {
             stops: self.stops,
             host_deletes: self.host_deletes,
             solo_worker: self.solo_worker,
+            retention_on_even_nodes: self.retention_on_even_nodes,
             retry_any: self.retry_any,
             redeliveries: self.redeliveries,
             retrying: RefCell::new(BTreeMap::new()),
@@ -805,9 +816,10 @@ async fn node_body(node: NodeCtx) {
     }
 
     // Worker and operator.
-    let new_worker = || {
-        Worker::new(worker_engine.clone(), worker_sink.owner.clone(), sh.registry.clone(), Some(retention))
-    };
+    let keeps =
+        (!sh.retention_on_even_nodes || node.index % 2 == 0).then_some(retention as fn(&RunMeta) -> bool);
+    let new_worker =
+        || Worker::new(worker_engine.clone(), worker_sink.owner.clone(), sh.registry.clone(), keeps);
     let sink = &worker_sink;
     let engine = &worker_engine;
     let actor = sink.owner.clone();

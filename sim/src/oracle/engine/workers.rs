@@ -75,7 +75,7 @@ fn a_stopped_worker_takes_no_run(j: &Judged, out: &mut Vec<Witness>) {
 pub const A_SWEEP_TRIES_EVERY_CANDIDATE: Property = Property {
         name: "a_sweep_tries_every_candidate",
         expectation: Expectation::Always,
-        claim: "A worker's sweep that returns without being told to stop tries to acquire every run its listing returned as running or suspended under a workflow of the catalog, before it returns (docs/engine-model.md 5.2 step 4: a held lease is skipped, not a reason to stop; at-least-once delivery rests on every candidate being tried).",
+        claim: "A worker's sweep lists with a filter that admits every running and suspended run (by no name or tag), and, when it returns without being told to stop, tries to acquire every run its listing returned as running or suspended under a workflow of the catalog, before it returns (docs/engine-model.md 5.2 step 4: a held lease is skipped, not a reason to stop; at-least-once delivery rests on every candidate being tried).",
         not_checked: "Sweeps that a crash or a stop ended; terminal runs (retention's predicate is the worker's own); runs listed under a workflow no worker registers.",
         check: a_sweep_tries_every_candidate,
 };
@@ -118,10 +118,24 @@ fn a_sweep_tries_every_candidate(j: &Judged, out: &mut Vec<Witness>) {
         };
         // The sweep's listing is its first call.
         let Some(listing) = within.iter().find(by_it) else { continue };
-        let (OpKind::ListRuns, Some(crate::history::Read::Runs { metas, .. })) = (listing.op, &listing.read)
+        let (OpKind::ListRuns, Some(crate::history::Read::Runs { filter, metas })) =
+            (listing.op, &listing.read)
         else {
             continue;
         };
+        // What the listing asked for: every running and suspended run, by no name or tag.
+        if let Some(left_out) = narrowed(filter) {
+            out.push(Witness {
+                witness: format!(
+                    "worker {}'s sweep (t={} to t={}) listed runs with a filter that leaves out {left_out}: such a run is never its candidate",
+                    began.owner,
+                    t(began.at_ns),
+                    t(ended.at_ns),
+                ),
+                op: Some(listing.op.as_str()),
+                call: Some(listing.id),
+            });
+        }
         for m in metas {
             let candidate = matches!(m.status, store::RunStatus::Running | store::RunStatus::Suspended)
                 && m.workflow_name.as_ref().is_some_and(|w| workflows.contains_key(w));
@@ -148,6 +162,30 @@ fn a_sweep_tries_every_candidate(j: &Judged, out: &mut Vec<Witness>) {
             }
         }
     }
+}
+
+/// What a sweep's listing filter leaves out of the runs a sweep must consider: every run
+/// `running` or `suspended` (docs/engine-model.md 5.2 step 1: `statuses: [running,
+/// suspended]`, or no filter at all when the worker applies retention), whatever its name and
+/// tags. `None` when it admits them all.
+fn narrowed(filter: &store::RunFilter) -> Option<String> {
+    use store::RunStatus::{Running, Suspended};
+    if let Some(name) = &filter.name {
+        return Some(format!("every run not named {name:?}"));
+    }
+    if let Some(tags) = filter.tags.as_ref() {
+        return Some(format!("every run not tagged {}", tags.join(", ")));
+    }
+    let by_status = filter.status.is_some() || filter.statuses.is_some();
+    let admits = |s: store::RunStatus| {
+        !by_status || filter.status == Some(s) || filter.statuses.iter().flatten().any(|&x| x == s)
+    };
+    let left: Vec<&str> = [Running, Suspended]
+        .into_iter()
+        .filter(|&s| !admits(s))
+        .map(|s| super::super::contract::Status::of(s).word())
+        .collect();
+    (!left.is_empty()).then(|| format!("every {} run", left.join(" or ")))
 }
 
 pub const A_TAKEN_LEASE_IS_GIVEN_BACK: Property = Property {
@@ -359,6 +397,40 @@ mod tests {
         h.acquire(0, "v", "b", 2);
         h.fact(0, "w", FactKind::SweepEnded);
         assert_eq!(h.judge("a_sweep_tries_every_candidate").len(), 1);
+    }
+
+    #[test]
+    fn a_sweep_listing_with_a_filter_that_leaves_out_a_resumable_run_is_caught() {
+        use store::RunStatus::{Cancelled, Running, Suspended};
+        let judged = |filter: store::RunFilter| {
+            let mut h = sweep(&[("a", Running, "happy")], &["a"], false, true);
+            if let Some(crate::history::Read::Runs { filter: f, .. }) =
+                h.h.calls.iter_mut().find(|c| c.op == OpKind::ListRuns).and_then(|c| c.read.as_mut())
+            {
+                *f = filter;
+            }
+            h.judge("a_sweep_tries_every_candidate")
+        };
+        let none = store::RunFilter::default();
+        // Every run (a worker with retention), or exactly the resumable ones: lawful.
+        assert!(judged(none.clone()).is_empty());
+        let resumable = store::RunFilter { statuses: Some(vec![Running, Suspended]), ..none.clone() };
+        assert!(judged(resumable).is_empty());
+        let widened = store::RunFilter {
+            status: Some(Suspended),
+            statuses: Some(vec![Running, Cancelled]),
+            ..none.clone()
+        };
+        assert!(judged(widened).is_empty());
+        // Suspended runs left out: a parked run is never driven again.
+        let v = judged(store::RunFilter { statuses: Some(vec![Running]), ..none.clone() });
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("leaves out every suspended run"), "{}", v[0].witness);
+        let v = judged(store::RunFilter { status: Some(Cancelled), ..none.clone() });
+        assert!(v.len() == 1 && v[0].witness.contains("every running or suspended run"), "{v:?}");
+        // A name or a tag narrows the candidates too.
+        assert_eq!(judged(store::RunFilter { tags: Some(vec!["x".into()]), ..none.clone() }).len(), 1);
+        assert_eq!(judged(store::RunFilter { name: Some("x".into()), ..none }).len(), 1);
     }
 
     #[test]
