@@ -161,6 +161,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
         required("paying_holder_told_superseded", PAYING_QUEUE),
         required("lost_append_then_settled", LOST_APPEND_QUEUE),
         required("stopped_sweep_returned", STOPPED_QUEUE),
+        required("retention_deleted_a_run", 500),
     ],
 };
 
@@ -199,6 +200,7 @@ pub static QUEUE_SOLO: EngineScenario = EngineScenario {
         required("parked_run_resumed_by_its_parker", PARKER_SOLO),
         required("retries_of_one_run_raced", RACING_SOLO),
         required("answer_redelivered_refused", REDELIVERED_SOLO),
+        required("retention_deleted_a_run", 500),
     ],
     ..QUEUE
 };
@@ -280,6 +282,7 @@ pub static F4_STALE_RETENTION: EngineScenario = EngineScenario {
         required("run_resumed_by_a_later_segment", 60),
         required("superseded_write_refused", 80),
         required("takeover_of_a_silent_holder", 80),
+        required("retention_deleted_a_run", 900),
     ],
 };
 

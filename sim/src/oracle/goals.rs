@@ -103,6 +103,11 @@ pub const GOALS: &[Goal] = &[
         claim: "A worker told to stop while it swept returned from that sweep (a_stopped_worker_takes_no_run had a window to judge).",
         check: stopped_sweep_returned,
     },
+    Goal {
+        name: "retention_deleted_a_run",
+        claim: "A worker's retention deleted a run under its brief lease (the delete applied after the worker's `worker.retention.after_acquire` point on that run: only_terminal_runs_deleted and no_live_run_deleted had a retention delete to judge).",
+        check: retention_deleted_a_run,
+    },
 ];
 
 /// The goals one run met.
@@ -284,6 +289,18 @@ fn stopped_sweep_returned(j: &Judged) -> bool {
     j.history.facts.iter().any(|f| f.kind == FactKind::StoppedSweepReturned)
 }
 
+fn retention_deleted_a_run(j: &Judged) -> bool {
+    j.applied.iter().filter(|c| c.op == OpKind::Delete).any(|c| {
+        let before = c.applied.as_ref().map_or(usize::MAX, |a| a.order);
+        j.history.marks.iter().any(|m| {
+            m.point == "worker.retention.after_acquire"
+                && (m.node, m.incarnation) == (c.node, c.incarnation)
+                && m.run_id == c.run_id
+                && m.applied_before <= before
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use store::RunStatus;
@@ -311,6 +328,34 @@ mod tests {
         h.append(1, &b, "r", settle(3, "error"));
         assert!(!met(&h, goal), "another grant settled");
         h.append(0, &a, "r", settle(4, "error"));
+        assert!(met(&h, goal));
+    }
+
+    #[test]
+    fn a_retention_delete_is_met_only_after_the_workers_retention_point_on_that_run() {
+        let goal = "retention_deleted_a_run";
+        let mark = |h: &mut HistoryBuilder, node: u32, run: &str| {
+            h.h.marks.push(crate::history::Mark {
+                point: "worker.retention.after_acquire",
+                node,
+                incarnation: 0,
+                run_id: run.into(),
+                epoch: Some(1),
+                applied_before: h.h.applied_count,
+                invoked_before: h.h.calls.len(),
+            })
+        };
+        let mut h = HistoryBuilder::engine_run();
+        let l = h.acquire(0, "worker", "r", 1);
+        h.delete(0, Some(&l), "r");
+        assert!(!met(&h, goal), "a host's delete, no retention point");
+        mark(&mut h, 0, "s");
+        mark(&mut h, 1, "r");
+        h.delete(0, Some(&l), "r");
+        assert!(!met(&h, goal), "retention points of another run, and of another node");
+        mark(&mut h, 0, "r");
+        assert!(!met(&h, goal), "the point, but no delete after it");
+        h.delete(0, None, "r");
         assert!(met(&h, goal));
     }
 
