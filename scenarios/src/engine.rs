@@ -93,7 +93,8 @@ pub struct EngineScenario {
     pub solo_worker: bool,
     /// Whether only the even nodes' workers apply retention: the odd nodes' run rulvar's
     /// default worker, which lists only `running` and `suspended` runs (`statuses`) and leaves
-    /// terminal runs alone. Off: every worker applies retention and lists every run.
+    /// terminal runs alone (in plans that carry `Swarm::default_workers`: every derived one).
+    /// Off: every worker applies retention and lists every run.
     pub retention_on_even_nodes: bool,
     /// Whether a host retries any run of the workload, not only its own: two processes may
     /// retry one run at once (two users retrying one job).
@@ -819,8 +820,9 @@ async fn node_body(node: NodeCtx) {
     }
 
     // Worker and operator.
-    let keeps =
-        (!sh.retention_on_even_nodes || node.index % 2 == 0).then_some(retention as fn(&RunMeta) -> bool);
+    let default_worker =
+        sh.retention_on_even_nodes && node.world.plan.swarm.default_workers && node.index % 2 == 1;
+    let keeps = (!default_worker).then_some(retention as fn(&RunMeta) -> bool);
     let new_worker =
         || Worker::new(worker_engine.clone(), worker_sink.owner.clone(), sh.registry.clone(), keeps);
     let sink = &worker_sink;

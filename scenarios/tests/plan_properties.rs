@@ -77,8 +77,9 @@ fn any_plan() -> impl Strategy<Value = Plan> {
     let swarm = (
         prop::collection::vec(point_name(), 0..4),
         (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()),
+        any::<bool>(),
     )
-        .prop_map(|(active_points, (a, b, c, d, e, f, g))| Swarm {
+        .prop_map(|(active_points, (a, b, c, d, e, f, g), default_workers)| Swarm {
             active_points,
             fire_per_mille: a,
             stall_per_mille: b,
@@ -87,6 +88,7 @@ fn any_plan() -> impl Strategy<Value = Plan> {
             expiry_stall_per_mille: e,
             pause_per_mille: f,
             interrupt_per_mille: g,
+            default_workers,
         });
     let decisions = prop::collection::vec(
         (any::<u32>(), point_name(), any::<u32>(), action())

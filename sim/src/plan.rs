@@ -175,6 +175,12 @@ pub struct Swarm {
     /// and replays as it did.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub interrupt_per_mille: u32,
+    /// Whether a scenario that mixes its workers (`queue`) runs rulvar's default worker (no
+    /// retention, listing `statuses: [running, suspended]`) on its odd nodes. Every derived
+    /// plan carries `true`; a plan saved before default workers existed reads `false` and
+    /// replays as it did (every worker applying retention).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub default_workers: bool,
 }
 
 /// The share of drawn worker stops that derived plans deliver as interrupts, per mille.
@@ -182,6 +188,10 @@ pub const INTERRUPT_PER_MILLE: u32 = 400;
 
 fn is_zero(v: &u32) -> bool {
     *v == 0
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
 }
 
 impl Swarm {
@@ -196,6 +206,7 @@ impl Swarm {
             expiry_stall_per_mille: 0,
             pause_per_mille: 0,
             interrupt_per_mille: 0,
+            default_workers: false,
         }
     }
 }
@@ -506,6 +517,7 @@ impl Plan {
                 expiry_stall_per_mille,
                 pause_per_mille,
                 interrupt_per_mille: INTERRUPT_PER_MILLE,
+                default_workers: true,
             },
             decisions: Vec::new(),
             recipe: Some(Recipe {

@@ -411,7 +411,7 @@ mod tests {
             }
             h.judge("a_sweep_tries_every_candidate")
         };
-        let none = store::RunFilter::default();
+        let none = store::RunFilter { status: None, statuses: None, name: None, tags: None };
         // Every run (a worker with retention), or exactly the resumable ones: lawful.
         assert!(judged(none.clone()).is_empty());
         let resumable = store::RunFilter { statuses: Some(vec![Running, Suspended]), ..none.clone() };
