@@ -96,6 +96,9 @@ pub struct EngineScenario {
     /// terminal runs alone (in plans that carry `Swarm::default_workers`: every derived one).
     /// Off: every worker applies retention and lists every run.
     pub retention_on_even_nodes: bool,
+    /// Whether a host's retry now and then passes another workflow than the run's (a user's
+    /// stale script), which the resume must refuse before any write.
+    pub wrong_workflows: bool,
     /// Whether a host retries any run of the workload, not only its own: two processes may
     /// retry one run at once (two users retrying one job).
     pub retry_any: bool,
@@ -147,6 +150,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
     stops: true,
     solo_worker: false,
     retention_on_even_nodes: true,
+    wrong_workflows: true,
     retry_any: false,
     redeliveries: false,
     coverage: &[
@@ -163,6 +167,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
         required("lost_append_then_settled", LOST_APPEND_QUEUE),
         required("stopped_sweep_returned", STOPPED_QUEUE),
         required("retention_deleted_a_run", 500),
+        required("resume_under_another_workflow_refused", 80),
     ],
 };
 
@@ -192,6 +197,7 @@ pub static QUEUE_SOLO: EngineScenario = EngineScenario {
     stops: false,
     solo_worker: true,
     retention_on_even_nodes: false,
+    wrong_workflows: true,
     retry_any: true,
     redeliveries: true,
     coverage: &[
@@ -202,6 +208,7 @@ pub static QUEUE_SOLO: EngineScenario = EngineScenario {
         required("retries_of_one_run_raced", RACING_SOLO),
         required("answer_redelivered_refused", REDELIVERED_SOLO),
         required("retention_deleted_a_run", 500),
+        required("resume_under_another_workflow_refused", 40),
     ],
     ..QUEUE
 };
@@ -222,6 +229,7 @@ pub static F1_STALE_SETTLE: EngineScenario = EngineScenario {
     stops: false,
     solo_worker: false,
     retention_on_even_nodes: false,
+    wrong_workflows: false,
     retry_any: false,
     redeliveries: false,
     coverage: &[
@@ -250,6 +258,7 @@ pub static F2_STALE_CHECKPOINT: EngineScenario = EngineScenario {
     stops: false,
     solo_worker: false,
     retention_on_even_nodes: false,
+    wrong_workflows: false,
     retry_any: false,
     redeliveries: false,
     coverage: &[
@@ -277,6 +286,7 @@ pub static F4_STALE_RETENTION: EngineScenario = EngineScenario {
     stops: false,
     solo_worker: false,
     retention_on_even_nodes: false,
+    wrong_workflows: false,
     retry_any: false,
     redeliveries: false,
     coverage: &[
@@ -312,6 +322,7 @@ pub struct QueueShared {
     pub host_deletes: bool,
     pub solo_worker: bool,
     pub retention_on_even_nodes: bool,
+    pub wrong_workflows: bool,
     pub retry_any: bool,
     pub redeliveries: bool,
     /// The runs a host's explicit resume is in flight on, and that host's identity: a hint
@@ -533,6 +544,7 @@ impl Scenario for EngineScenario {
             host_deletes: self.host_deletes,
             solo_worker: self.solo_worker,
             retention_on_even_nodes: self.retention_on_even_nodes,
+            wrong_workflows: self.wrong_workflows,
             retry_any: self.retry_any,
             redeliveries: self.redeliveries,
             retrying: RefCell::new(BTreeMap::new()),
@@ -707,6 +719,9 @@ async fn node_body(node: NodeCtx) {
                 rng(sh.seed, "host-delete-unleased", u64::from(index) << 32 | u64::from(incarnation));
             // Whether the host submits a run it deleted again: a stream of its own too.
             let mut rr = rng(sh.seed, "host-resubmit", u64::from(index) << 32 | u64::from(incarnation));
+            // Whether a retry passes another workflow than the run's: a stream of its own too.
+            let mut wwr =
+                rng(sh.seed, "host-wrong-workflow", u64::from(index) << 32 | u64::from(incarnation));
             // A host retries its own runs, or any run (`retry_any`); it deletes only its own.
             let mine: Vec<(RunSpec, bool)> = sh
                 .runs
@@ -806,10 +821,23 @@ async fn node_body(node: NodeCtx) {
                     }
                     continue;
                 }
-                sink.fact(FactKind::Resumed { run_id: spec.run_id.clone() });
+                // Now and then the user passes another workflow than the one the run was
+                // started with (a stale script): the resume's binding check must refuse it
+                // before any write (docs/engine-model.md 1.2). Only on a run of its own that
+                // only this host deletes (not `tmp-`, which retention deletes), whose terminal
+                // meta it has just read, so the resume finds that meta. Its own stream.
+                let wrong = (sh.wrong_workflows
+                    && joined.is_none()
+                    && *own
+                    && !spec.run_id.starts_with("tmp-")
+                    && wwr.chance(WRONG_WORKFLOW_PER_MILLE))
+                .then(|| sh.registry.values().find(|w| w.name != spec.workflow.name).cloned())
+                .flatten();
+                let workflow = wrong.as_ref().unwrap_or(&spec.workflow);
+                sink.fact(FactKind::Resumed { run_id: spec.run_id.clone(), workflow: workflow.name.clone() });
                 sh.host_op(index, incarnation, 1);
                 sh.retrying.borrow_mut().insert(spec.run_id.clone(), owner.clone());
-                let r = engine.resume(&spec.run_id, &spec.workflow, None).await;
+                let r = engine.resume(&spec.run_id, workflow, None).await;
                 sh.retrying.borrow_mut().remove(&spec.run_id);
                 sh.host_op(index, incarnation, -1);
                 if !sink.settled(&spec.run_id, "retry", &r) {
@@ -832,6 +860,10 @@ async fn node_body(node: NodeCtx) {
 }
 
 type SimWorker = Worker<RecordedStore, RecordedTranscripts, LedgerEffects>;
+
+/// Chance per host retry (of a run of its own, not `tmp-`) that the user passes another
+/// workflow than the run's, per mille.
+const WRONG_WORKFLOW_PER_MILLE: u32 = 300;
 
 /// Chance per sweep that the worker is stopped while it sweeps (when the scenario stops
 /// workers), per mille.

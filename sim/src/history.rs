@@ -354,9 +354,9 @@ pub struct PointStats {
 pub enum FactKind {
     /// A run was started by its host (a fresh `engine.run`), with its workflow's name.
     Submitted { run_id: String, workflow: String },
-    /// A host explicitly resumed a run it had seen terminal (a user's retry): it may
-    /// recreate a run deleted in the meantime.
-    Resumed { run_id: String },
+    /// A host explicitly resumed a run it had seen terminal (a user's retry), passing
+    /// `workflow` (by name): it may recreate a run deleted in the meantime.
+    Resumed { run_id: String, workflow: String },
     /// One paid provider call of turn `turn` of the dispatch whose running entry is `dispatch`.
     Paid {
         run_id: String,
@@ -735,7 +735,7 @@ impl Recorder {
         let mut h = self.inner.borrow_mut();
         let (op, outcome) = match &kind {
             FactKind::Submitted { run_id, workflow } => (format!("SUBMIT {run_id}"), workflow.clone()),
-            FactKind::Resumed { run_id } => (format!("RESUME {run_id}"), String::new()),
+            FactKind::Resumed { run_id, .. } => (format!("RESUME {run_id}"), String::new()),
             FactKind::Paid { run_id, op, dispatch, turn, .. } => {
                 (format!("PAY {run_id} {op} dispatch={dispatch} turn={turn}"), String::new())
             }

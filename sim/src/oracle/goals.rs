@@ -104,6 +104,11 @@ pub const GOALS: &[Goal] = &[
         check: stopped_sweep_returned,
     },
     Goal {
+        name: "resume_under_another_workflow_refused",
+        claim: "A host's explicit resume passed another workflow than the one its run was submitted with, and returned a failure (a_resume_keeps_the_runs_workflow had a refused resume to judge).",
+        check: resume_under_another_workflow_refused,
+    },
+    Goal {
         name: "retention_deleted_a_run",
         claim: "A worker's retention deleted a run under its brief lease (the delete applied after the worker's `worker.retention.after_acquire` point on that run: only_terminal_runs_deleted and no_live_run_deleted had a retention delete to judge).",
         check: retention_deleted_a_run,
@@ -254,7 +259,7 @@ fn retries_of_one_run_raced(j: &Judged) -> bool {
     let mut began: Vec<(&str, &str, u64)> = Vec::new();
     for f in facts {
         match &f.kind {
-            FactKind::Resumed { run_id } => {
+            FactKind::Resumed { run_id, .. } => {
                 open.insert((run_id.as_str(), f.owner.as_str()), f.at_ns);
                 began.push((run_id.as_str(), f.owner.as_str(), f.at_ns));
             }
@@ -287,6 +292,28 @@ fn answer_redelivered_refused(j: &Judged) -> bool {
 
 fn stopped_sweep_returned(j: &Judged) -> bool {
     j.history.facts.iter().any(|f| f.kind == FactKind::StoppedSweepReturned)
+}
+
+fn resume_under_another_workflow_refused(j: &Judged) -> bool {
+    let facts = &j.history.facts;
+    let submitted: BTreeMap<&str, &str> = facts
+        .iter()
+        .filter_map(|f| match &f.kind {
+            FactKind::Submitted { run_id, workflow } => Some((run_id.as_str(), workflow.as_str())),
+            _ => None,
+        })
+        .collect();
+    facts.iter().enumerate().any(|(i, f)| {
+        let FactKind::Resumed { run_id, workflow } = &f.kind else { return false };
+        if submitted.get(run_id.as_str()).is_none_or(|w| w == workflow) {
+            return false;
+        }
+        let end = facts[i + 1..].iter().find(|g| {
+            (g.node, g.incarnation, g.owner.as_str()) == (f.node, f.incarnation, f.owner.as_str())
+                && matches!(&g.kind, FactKind::Settled { run_id: r, .. } | FactKind::Failed { run_id: r, .. } if r == run_id)
+        });
+        end.is_some_and(|g| matches!(g.kind, FactKind::Failed { .. }))
+    })
 }
 
 fn retention_deleted_a_run(j: &Judged) -> bool {
@@ -329,6 +356,28 @@ mod tests {
         assert!(!met(&h, goal), "another grant settled");
         h.append(0, &a, "r", settle(4, "error"));
         assert!(met(&h, goal));
+    }
+
+    #[test]
+    fn a_refused_resume_under_another_workflow_is_met_only_when_it_failed() {
+        let goal = "resume_under_another_workflow_refused";
+        let resumed = |wf: &str, end: FactKind| {
+            let mut h = HistoryBuilder::engine_run();
+            h.fact(0, "host", FactKind::Resumed { run_id: "r".into(), workflow: wf.into() });
+            h.fact(
+                1,
+                "other",
+                FactKind::Failed { run_id: "r".into(), what: "retry".into(), error: "x".into() },
+            );
+            h.fact(0, "host", end);
+            h
+        };
+        let failed = || FactKind::Failed { run_id: "r".into(), what: "retry".into(), error: "config".into() };
+        let settled =
+            || FactKind::Settled { run_id: "r".into(), status: "ok".into(), value: None, segment: 2 };
+        assert!(met(&resumed("limit", failed()), goal));
+        assert!(!met(&resumed("limit", settled()), goal), "another identity's failure is not the resume's");
+        assert!(!met(&resumed("happy", failed()), goal), "the run's own workflow");
     }
 
     #[test]
@@ -387,7 +436,7 @@ mod tests {
     }
 
     fn resumed() -> FactKind {
-        FactKind::Resumed { run_id: "r".into() }
+        FactKind::Resumed { run_id: "r".into(), workflow: "happy".into() }
     }
 
     fn ended() -> FactKind {

@@ -213,7 +213,7 @@ fn deleted_run_stays_deleted(j: &Judged, out: &mut Vec<Witness>) {
     for f in &j.history.facts {
         match &f.kind {
             FactKind::Submitted { run_id, .. } => intents.entry(run_id).or_default().push(f.applied_before),
-            FactKind::Resumed { run_id } => {
+            FactKind::Resumed { run_id, .. } => {
                 let mine = |c: &&Call| {
                     c.run_id == *run_id
                         && c.args.actor.as_deref() == Some(f.owner.as_str())
@@ -304,7 +304,7 @@ mod tests {
         let a = h.acquire(0, "a", "r", 1);
         h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
         h.delete(0, Some(&a), "r");
-        h.fact(2, "host", FactKind::Resumed { run_id: "r".into() });
+        h.fact(2, "host", FactKind::Resumed { run_id: "r".into(), workflow: "happy".into() });
         let b = h.acquire(2, "host", "r", 2);
         h.meta(2, Some(&b), "r", RunStatus::Running, 1);
         assert!(h.judge("deleted_run_stays_deleted").is_empty());

@@ -1,6 +1,7 @@
 //! The meta family: a run's meta record as the engine keeps it. Its `segments` counter
 //! never goes back and every boot bumps it, a terminal meta never runs ahead of its
-//! journal, and the recorded fields a resume copies stay as the run recorded them.
+//! journal, the recorded fields a resume copies stay as the run recorded them, and a resume
+//! passed another workflow than the one the meta names writes nothing.
 //!
 //! Each property is judged from the apply-ordered history and the engine facts, under the
 //! holder and generation rules of [`super`].
@@ -11,7 +12,7 @@ use super::super::contract::{audit, EntryView, MetaView, Verdict};
 use super::super::model::{t, who, Judged};
 use super::super::{Expectation, Property, Witness};
 use super::*;
-use crate::history::{Call, OpKind};
+use crate::history::{Call, Fact, FactKind, OpKind, Read};
 
 pub const SEGMENTS_NEVER_REGRESS: Property = Property {
         name: "segments_never_regress",
@@ -170,6 +171,66 @@ const RECORDED_FIELDS: [&str; 11] = [
     "execKeyDerivation",
 ];
 
+pub const A_RESUME_KEEPS_THE_RUNS_WORKFLOW: Property = Property {
+        name: "a_resume_keeps_the_runs_workflow",
+        expectation: Expectation::Always,
+        claim: "An explicit resume passed a workflow other than the one the run's meta names (as the resume's own first meta read returned it) is refused before any write: it makes no mutation of the run, and its caller is told a failure, not a settle (docs/engine-model.md 1.2: the binding checks run before any lease is acquired).",
+        not_checked: "Resumes whose first meta read found no meta or no workflow name (a deleted run is brought back under the workflow passed in); resumes a crash ended; what the refusal says.",
+        check: a_resume_keeps_the_runs_workflow,
+};
+
+fn a_resume_keeps_the_runs_workflow(j: &Judged, out: &mut Vec<Witness>) {
+    let (facts, calls) = (&j.history.facts, &j.history.calls);
+    for (i, f) in facts.iter().enumerate() {
+        let FactKind::Resumed { run_id, workflow } = &f.kind else { continue };
+        let by_it = |g: &&Fact| {
+            (g.node, g.incarnation, g.owner.as_str()) == (f.node, f.incarnation, f.owner.as_str())
+        };
+        // The resume's return: the caller's next settle or failure of that run.
+        let Some(end) = facts[i + 1..].iter().filter(by_it).find(|g| {
+            matches!(&g.kind, FactKind::Settled { run_id: r, .. } | FactKind::Failed { run_id: r, .. } if r == run_id)
+        }) else {
+            continue;
+        };
+        let within = &calls[f.invoked_before.min(calls.len())..end.invoked_before.min(calls.len())];
+        let mine = |c: &&Call| {
+            (c.node, c.incarnation) == (f.node, f.incarnation)
+                && c.args.actor.as_deref() == Some(f.owner.as_str())
+                && c.run_id == *run_id
+        };
+        let Some(read) = within.iter().filter(mine).find(|c| c.op == OpKind::GetMeta) else { continue };
+        let Some(Read::Meta(Some(m))) = &read.read else { continue };
+        let Some(named) = m.workflow_name.as_ref().filter(|n| *n != workflow) else { continue };
+        let wrote: Vec<&Call> =
+            within.iter().filter(mine).filter(|c| c.op.is_mutation() && c.applied.is_some()).collect();
+        if let Some(first) = wrote.first() {
+            out.push(Witness {
+                witness: format!(
+                    "run {run_id}: {}'s resume under workflow {workflow:?} read a meta naming {named:?} at t={}, and went on to write: {} ({} mutation(s), the first at t={})",
+                    f.owner,
+                    t(read.returned_ns.unwrap_or(read.invoked_ns)),
+                    first.op.as_str(),
+                    wrote.len(),
+                    t(Judged::applied_ns(first)),
+                ),
+                op: Some(first.op.as_str()),
+                call: Some(first.id),
+            });
+        } else if matches!(end.kind, FactKind::Settled { .. }) {
+            out.push(Witness {
+                witness: format!(
+                    "run {run_id}: {}'s resume under workflow {workflow:?} read a meta naming {named:?} at t={}, and returned a settle at t={} instead of a refusal",
+                    f.owner,
+                    t(read.returned_ns.unwrap_or(read.invoked_ns)),
+                    t(end.at_ns),
+                ),
+                op: Some(read.op.as_str()),
+                call: Some(read.id),
+            });
+        }
+    }
+}
+
 pub const RECORDED_FIELDS_CARRIED: Property = Property {
         name: "recorded_fields_carried",
         expectation: Expectation::Always,
@@ -229,8 +290,63 @@ mod tests {
 
     use store::RunStatus;
 
-    use crate::history::FactKind;
+    use crate::history::{Args, FactKind, OpKind};
     use crate::oracle::testkit::engine::*;
+
+    /// Run `r` (workflow `happy`) settled ok, then a host's resume of it under `passed`: its
+    /// meta read returns `seen` (`Some(name)`: a meta naming that workflow; `None`: no meta),
+    /// then (`writes`) it acquires and writes the meta, then it returns `settled` or failed.
+    fn resumed(passed: &str, seen: Option<&str>, writes: bool, settled: bool) -> HistoryBuilder {
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "host", "r", 1);
+        h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
+        h.fact(0, "host", FactKind::Resumed { run_id: "r".into(), workflow: passed.into() });
+        h.push(0, OpKind::GetMeta, "r", None, Args::default(), None);
+        h.h.applied_count -= 1;
+        let meta = seen.map(|w| {
+            let mut m = crate::oracle::testkit::meta_record("r", RunStatus::Ok);
+            m.workflow_name = Some(w.into());
+            m
+        });
+        let read = h.h.calls.last_mut().expect("pushed");
+        (read.applied, read.read) = (None, Some(crate::history::Read::Meta(meta)));
+        if writes {
+            let b = h.acquire(0, "host", "r", 2);
+            h.meta(0, Some(&b), "r", RunStatus::Running, 2);
+        }
+        for c in h.h.calls.iter_mut().skip(2) {
+            c.args.actor = Some("host".into());
+        }
+        let end = if settled {
+            FactKind::Settled { run_id: "r".into(), status: "ok".into(), value: None, segment: 2 }
+        } else {
+            FactKind::Failed { run_id: "r".into(), what: "retry".into(), error: "config".into() }
+        };
+        h.fact(0, "host", end);
+        h
+    }
+
+    #[test]
+    fn a_resume_under_another_workflow_that_writes_or_settles_is_caught() {
+        let p = "a_resume_keeps_the_runs_workflow";
+        // Refused before any write: the contract.
+        assert!(resumed("limit", Some("happy"), false, false).judge(p).is_empty());
+        // It acquired and booted the run under the other workflow.
+        let v = resumed("limit", Some("happy"), true, false).judge(p);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("read a meta naming \"happy\""), "{}", v[0].witness);
+        assert!(v[0].witness.contains("2 mutation(s)"), "{}", v[0].witness);
+        // Wrote nothing, yet told its caller the run settled.
+        let v = resumed("limit", Some("happy"), false, true).judge(p);
+        assert!(v.len() == 1 && v[0].witness.contains("instead of a refusal"), "{v:?}");
+        // The run's own workflow, and a run whose meta is gone: free to write and settle.
+        assert!(resumed("happy", Some("happy"), true, true).judge(p).is_empty());
+        assert!(resumed("limit", None, true, true).judge(p).is_empty());
+        // A resume a crash ended (no return) is not judged.
+        let mut h = resumed("limit", Some("happy"), true, false);
+        h.h.facts.pop();
+        assert!(h.judge(p).is_empty());
+    }
 
     #[test]
     fn segments_regression_is_caught_and_a_bump_is_not() {
