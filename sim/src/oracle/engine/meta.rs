@@ -1,6 +1,7 @@
 //! The meta family: a run's meta record as the engine keeps it. Its `segments` counter
 //! never goes back and every boot bumps it, a terminal meta never runs ahead of its
-//! journal, the recorded fields a resume copies stay as the run recorded them, and a resume
+//! journal, the recorded fields a resume copies stay as the run recorded them, a segment
+//! writes one record (its boot and its settle differ only in status and time), and a resume
 //! passed another workflow than the one the meta names writes nothing.
 //!
 //! Each property is judged from the apply-ordered history and the engine facts, under the
@@ -285,6 +286,64 @@ fn recorded_fields_carried(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const A_SEGMENT_WRITES_ONE_RECORD: Property = Property {
+        name: "a_segment_writes_one_record",
+        expectation: Expectation::Always,
+        claim: "Every meta write one segment makes (one process, under one lease of the run) carries the same record apart from `status` and `updatedAt`: its boot and its settle agree on name, tags, segments, genesis, workflow and every recorded field (docs/engine-model.md 1.3: the record is written whole every time, from the segment's own options).",
+        not_checked: "Meta writes made without a lease (each may be its own segment); what the record says (the other meta properties judge the counter and the recorded fields across segments).",
+        check: a_segment_writes_one_record,
+};
+
+/// The fields a segment's meta writes may differ in.
+const PER_WRITE_FIELDS: [&str; 2] = ["status", "updatedAt"];
+
+fn a_segment_writes_one_record(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    // Per (process, run, epoch): the segment's first meta write and its record.
+    let mut first: BTreeMap<(u32, u32, &str, u64), (&Call, serde_json::Map<String, serde_json::Value>)> =
+        BTreeMap::new();
+    for c in &j.history.calls {
+        if c.op != OpKind::PutMeta || !runs.contains(c.run_id.as_str()) {
+            continue;
+        }
+        let (Some(lease), Some(m)) = (c.lease.as_ref(), meta_of(c)) else { continue };
+        let Some(mut record) = m.raw.as_object().cloned() else { continue };
+        for f in PER_WRITE_FIELDS {
+            record.remove(f);
+        }
+        let key = (c.node, c.incarnation, c.run_id.as_str(), lease.epoch.0);
+        let Some((fc, want)) = first.get(&key) else {
+            first.insert(key, (c, record));
+            continue;
+        };
+        let fields: std::collections::BTreeSet<&String> = want.keys().chain(record.keys()).collect();
+        let differs: Vec<String> = fields
+            .into_iter()
+            .filter(|f| want.get(*f) != record.get(*f))
+            .map(|f| {
+                let show = |v: Option<&serde_json::Value>| v.map_or("absent".to_string(), |v| v.to_string());
+                format!("{f} {} (before: {})", show(record.get(f)), show(want.get(f)))
+            })
+            .collect();
+        if !differs.is_empty() {
+            out.push(Witness {
+                witness: format!(
+                    "run {}: {}'s meta write ({}) at t={} under epoch {} has {}, unlike the same segment's first meta write at t={}",
+                    c.run_id,
+                    who(c),
+                    m.status,
+                    t(c.invoked_ns),
+                    lease.epoch.0,
+                    differs.join(", "),
+                    t(fc.invoked_ns),
+                ),
+                op: Some(c.op.as_str()),
+                call: Some(c.id),
+            });
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -346,6 +405,44 @@ mod tests {
         let mut h = resumed("limit", Some("happy"), true, false);
         h.h.facts.pop();
         assert!(h.judge(p).is_empty());
+    }
+
+    #[test]
+    fn a_segment_whose_settle_drops_its_labels_is_caught() {
+        let p = "a_segment_writes_one_record";
+        let labels = serde_json::json!({"name": "happy-kept", "tags": ["queue"], "genesis": "g1"});
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.meta_with(0, Some(&a), "r", RunStatus::Running, 1, labels.clone());
+        h.meta_with(0, Some(&a), "r", RunStatus::Suspended, 1, labels.clone());
+        // The next segment, a resume, drops name and tags (the contract lets it) in all its
+        // writes; a write without a lease is its own.
+        let b = h.acquire(1, "b", "r", 2);
+        h.meta_with(1, Some(&b), "r", RunStatus::Running, 2, serde_json::json!({"genesis": "g1"}));
+        h.meta_with(1, Some(&b), "r", RunStatus::Ok, 2, serde_json::json!({"genesis": "g1"}));
+        h.meta(1, None, "r", RunStatus::Ok, 2);
+        assert!(h.judge(p).is_empty(), "{:?}", h.judge(p));
+        // A segment whose settle drops the labels its boot wrote.
+        let c = h.acquire(2, "c", "r", 3);
+        h.meta_with(2, Some(&c), "r", RunStatus::Running, 3, labels);
+        h.meta_with(2, Some(&c), "r", RunStatus::Ok, 3, serde_json::json!({"genesis": "g1"}));
+        let v = h.judge(p);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("name absent (before: \"happy-kept\")"), "{}", v[0].witness);
+        assert!(v[0].witness.contains("tags absent"), "{}", v[0].witness);
+        // The same epoch on another process is another writer (a zombie's lease object).
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.meta_with(0, Some(&a), "r", RunStatus::Running, 1, serde_json::json!({"name": "x"}));
+        h.meta_with(1, Some(&a), "r", RunStatus::Ok, 1, serde_json::json!({"name": "y"}));
+        assert!(h.judge(p).is_empty());
+        // A segment that bumps its counter between boot and settle is caught too.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.meta(0, Some(&a), "r", RunStatus::Running, 1);
+        h.meta(0, Some(&a), "r", RunStatus::Ok, 2);
+        let v = h.judge(p);
+        assert!(v.len() == 1 && v[0].witness.contains("segments 2 (before: 1)"), "{v:?}");
     }
 
     #[test]

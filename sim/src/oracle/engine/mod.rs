@@ -40,6 +40,7 @@ pub const ALL: &[Property] = &[
     meta::JOURNAL_NEVER_BEHIND_META,
     meta::RECORDED_FIELDS_CARRIED,
     meta::A_RESUME_KEEPS_THE_RUNS_WORKFLOW,
+    meta::A_SEGMENT_WRITES_ONE_RECORD,
     settles::SETTLE_FOLLOWS_SEGMENT_WORK,
     settles::TERMINAL_META_MATCHES_THE_LAST_SETTLE,
     settles::NO_CLEAN_SETTLE_OVER_A_LOST_APPEND,
@@ -66,6 +67,7 @@ pub const ALL: &[Property] = &[
     liveness::A_HOLDER_LEFT_ALONE_KEEPS_ITS_LEASE,
     workers::A_STOPPED_WORKER_TAKES_NO_RUN,
     workers::A_SWEEP_TRIES_EVERY_CANDIDATE,
+    workers::A_PARKED_RUN_STAYS_PARKED,
     workers::A_TAKEN_LEASE_IS_GIVEN_BACK,
 ];
 

@@ -13,6 +13,11 @@
 //!   a stop or a crash ended the sweep (a held lease is skipped, not a reason to stop).
 //!   Judged from the `SweepBegan` and `SweepEnded` facts the scenario records around each
 //!   sweep, the sweep's first call (its listing) and the acquires its identity invoked.
+//! - A parked run stays parked (5.2 step 4, the skip cache): a worker process that drove a
+//!   run to `suspended` does not boot it again while its journal is the one the drive left.
+//!   Judged by the oracle's own model of the cache, folded from the sweep facts, listings,
+//!   grants, meta writes and loads of each worker process; the model forgets a park in every
+//!   case the rule leaves unclear, so it demands a skip only where the rule does.
 //! - A lease taken is given back: every path of rulvar's engine that acquires (a segment's
 //!   own lease, a worker's drive, the brief leases of retention, pruning, repair and offline
 //!   resolution) releases in a `finally`, so a process that goes on living never leaves a
@@ -20,9 +25,10 @@
 //!   injected faults. A fault excuses every grant of the node it hit (sound, coarser than
 //!   per grant: a leak on a node that also met an unrelated fault is not seen).
 
+use super::super::contract::Status;
 use super::super::model::{t, who, Judged};
 use super::super::{Expectation, Property, Witness};
-use super::engine_runs;
+use super::{engine_runs, meta_of};
 use crate::history::{Call, FactKind, FaultKind, OpKind};
 
 pub const A_STOPPED_WORKER_TAKES_NO_RUN: Property = Property {
@@ -274,6 +280,156 @@ fn a_taken_lease_is_given_back(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const A_PARKED_RUN_STAYS_PARKED: Property = Property {
+        name: "a_parked_run_stays_parked",
+        expectation: Expectation::Always,
+        claim: "A worker process that parked a run (its sweep's drive of it ended with a `suspended` meta write under the sweep's lease, and the load after the drive returned the journal that segment left) does not boot the run again while nothing arrived: a later sweep of the same process that lists the run `suspended` with the same genesis, after every sweep between listed it live, and loads under its new lease a journal of the same generation and length, releases it with no meta write (docs/engine-model.md 5.2 step 4, the skip cache).",
+        not_checked: "Parks before a restart or a stop (the cache lives in the worker, and a stopped worker is replaced by a fresh one); drives whose tenure another grant, delete or writer interrupted, or whose load after the drive failed or saw other entries (the worker then forgets the park, and so does this check); whether a skipped run was really blocked (`sweeps_skip_only_blocked_runs`).",
+        check: a_parked_run_stays_parked,
+};
+
+/// A run a worker parked: the journal's (generation, length) after its drive, and the
+/// genesis its sweep listed.
+#[derive(Clone, PartialEq)]
+struct Park {
+    journal: (usize, usize),
+    genesis: Option<String>,
+}
+
+/// The (generation, length) of `run`'s journal after the mutations applied before position
+/// `upto` (a delete starts a new, empty generation).
+fn journal_at(j: &Judged, run: &str, upto: usize) -> (usize, usize) {
+    let (mut generation, mut len) = (0, 0);
+    for c in j.applied.iter().filter(|c| c.run_id == run && super::order(c) < upto) {
+        match c.op {
+            OpKind::Append => len += 1,
+            OpKind::Delete => (generation, len) = (generation + 1, 0),
+            _ => {}
+        }
+    }
+    (generation, len)
+}
+
+fn a_parked_run_stays_parked(j: &Judged, out: &mut Vec<Witness>) {
+    let facts = &j.history.facts;
+    let calls = &j.history.calls;
+    // The oracle's own skip cache, per (node, incarnation, owner, run).
+    let mut parked: std::collections::BTreeMap<(u32, u32, &str, &str), Park> = Default::default();
+    for (i, began) in facts.iter().enumerate() {
+        if began.kind == FactKind::WorkerStopped {
+            // A stopped worker stays stopped; the process carries on with a fresh one, whose
+            // cache is empty.
+            let stopped = (began.node, began.incarnation, began.owner.as_str());
+            parked.retain(|&(n, inc, o, _), _| (n, inc, o) != stopped);
+            continue;
+        }
+        if began.kind != FactKind::SweepBegan {
+            continue;
+        }
+        let identity = (began.node, began.incarnation, began.owner.as_str());
+        // The sweep's calls: up to its next sweep fact (its return, or the next sweep after a
+        // crash), or the end.
+        let end = facts[i + 1..]
+            .iter()
+            .filter(|f| (f.node, f.incarnation, f.owner.as_str()) == identity)
+            .find(|f| matches!(f.kind, FactKind::SweepBegan | FactKind::SweepEnded))
+            .map_or(calls.len(), |f| f.invoked_before.min(calls.len()));
+        let within = &calls[began.invoked_before.min(end)..end];
+        let by_it = |c: &&Call| {
+            (c.node, c.incarnation) == (began.node, began.incarnation)
+                && c.args.actor.as_deref() == Some(began.owner.as_str())
+        };
+        let Some(listing) = within.iter().find(by_it) else { continue };
+        let (OpKind::ListRuns, Some(crate::history::Read::Runs { metas, .. })) = (listing.op, &listing.read)
+        else {
+            continue;
+        };
+        // A run the listing does not show live leaves the cache (5.2 step 2).
+        parked.retain(|&(n, inc, o, run), _| {
+            (n, inc, o) != identity
+                || metas.iter().any(|m| {
+                    m.run_id == run
+                        && matches!(m.status, store::RunStatus::Running | store::RunStatus::Suspended)
+                })
+        });
+        for acq in within.iter().filter(by_it).filter(|c| c.op == OpKind::Acquire && c.id > listing.id) {
+            let (Some(granted), true) = (&acq.granted, acq.outcome.is_ok()) else { continue };
+            let run = acq.run_id.as_str();
+            let Some(listed) = metas.iter().find(|m| m.run_id == run) else { continue };
+            let key = (identity.0, identity.1, identity.2, run);
+            let loads =
+                || within.iter().filter(by_it).filter(move |c| c.op == OpKind::Load && c.run_id == run);
+            let writes: Vec<&Call> = calls
+                .iter()
+                .filter(|c| {
+                    c.op == OpKind::PutMeta
+                        && c.run_id == run
+                        && (c.node, c.incarnation) == (acq.node, acq.incarnation)
+                        && c.lease.as_ref().is_some_and(|l| l.epoch == granted.epoch)
+                })
+                .collect();
+            // The demand: nothing arrived since the park, so no boot.
+            let first_load = loads().find(|c| c.id > acq.id && c.outcome.is_ok());
+            if let (Some(park), Some(load), Some(boot)) = (parked.get(&key), first_load, writes.first()) {
+                let now = journal_at(j, run, load.seen_at.unwrap_or(usize::MAX));
+                if listed.status == store::RunStatus::Suspended
+                    && listed.genesis == park.genesis
+                    && now == park.journal
+                {
+                    out.push(Witness {
+                        witness: format!(
+                            "worker {}'s sweep booted run {run} under epoch {} at t={} (its {}), though the same process had parked it (journal of {} entries, generation {}) and its sweep listed it suspended with the same genesis and loaded that same journal under the new lease at t={}",
+                            began.owner,
+                            granted.epoch.0,
+                            t(boot.invoked_ns),
+                            meta_of(boot).map_or("meta write".to_string(), |m| format!("{} meta write", m.status)),
+                            now.1,
+                            now.0,
+                            t(load.returned_ns.unwrap_or(load.invoked_ns)),
+                        ),
+                        op: Some(boot.op.as_str()),
+                        call: Some(boot.id),
+                    });
+                }
+            }
+            // The cache after this grant: a drive that ended parked records the journal, any
+            // other drive forgets the run; a grant with no meta write (a skip, a refusal)
+            // leaves the cache as it was.
+            let Some(last) = writes.iter().rev().find(|c| c.applied.is_some()) else { continue };
+            let suspended = meta_of(last).is_some_and(|m| m.status == Status::Suspended);
+            let (from, to) = (super::order(acq), super::order(last));
+            let exclusive = j.applied.iter().filter(|c| c.run_id == run).all(|c| {
+                let o = super::order(c);
+                o <= from
+                    || o >= to
+                    || match c.op {
+                        OpKind::Acquire | OpKind::Delete => false,
+                        OpKind::Append => {
+                            (c.node, c.incarnation) == (acq.node, acq.incarnation)
+                                && c.lease.as_ref().is_some_and(|l| l.epoch == granted.epoch)
+                        }
+                        _ => true,
+                    }
+            });
+            let after = loads().find(|c| c.id > last.id);
+            let left = journal_at(j, run, to.saturating_add(1));
+            match after {
+                Some(l)
+                    if suspended
+                        && exclusive
+                        && l.outcome.is_ok()
+                        && journal_at(j, run, l.seen_at.unwrap_or(usize::MAX)) == left =>
+                {
+                    parked.insert(key, Park { journal: left, genesis: listed.genesis.clone() });
+                }
+                _ => {
+                    parked.remove(&key);
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::history::{Args, FactKind, FaultKind, FaultRec, OpKind};
@@ -377,6 +533,99 @@ mod tests {
             h.fact(0, "w", FactKind::SweepEnded);
         }
         h
+    }
+
+    /// Worker "w" (node 0) sweeps run r: its listing shows r `status` with genesis g1; it
+    /// acquires r at `epoch`, loads, and (`drive`) boots and settles the run as `settled`,
+    /// then loads again; it releases and the sweep returns.
+    fn sweep_of_r(
+        h: &mut HistoryBuilder,
+        status: store::RunStatus,
+        epoch: u64,
+        drive: Option<store::RunStatus>,
+    ) {
+        let actor = Args { actor: Some("w".into()), ..Args::default() };
+        fn read<'h>(h: &'h mut HistoryBuilder, op: OpKind, run: &str) -> &'h mut crate::history::Call {
+            h.push(0, op, run, None, Args { actor: Some("w".into()), ..Args::default() }, None);
+            h.h.applied_count -= 1;
+            let seen = h.h.applied_count;
+            let c = h.h.calls.last_mut().expect("pushed");
+            (c.applied, c.seen_at) = (None, Some(seen));
+            c
+        }
+        h.fact(0, "w", FactKind::SweepBegan);
+        let mut m = crate::oracle::testkit::meta_record("r", status);
+        m.workflow_name = Some("happy".into());
+        m.genesis = Some("g1".into());
+        read(h, OpKind::ListRuns, "").read = Some(crate::history::Read::Runs {
+            filter: store::RunFilter { status: None, statuses: None, name: None, tags: None },
+            metas: vec![m],
+        });
+        let l = h.acquire(0, "w", "r", epoch);
+        h.h.calls.last_mut().expect("pushed").args.actor = Some("w".into());
+        read(h, OpKind::Load, "r");
+        if let Some(settled) = drive {
+            h.meta(0, Some(&l), "r", store::RunStatus::Running, epoch);
+            h.meta(0, Some(&l), "r", settled, epoch);
+            read(h, OpKind::Load, "r");
+        }
+        h.push(0, OpKind::Release, "r", Some(l), actor.clone(), None);
+        h.fact(0, "w", FactKind::SweepEnded);
+    }
+
+    #[test]
+    fn a_worker_that_boots_a_run_it_parked_with_nothing_new_is_caught() {
+        use store::RunStatus::{Running, Suspended};
+        let p = "a_parked_run_stays_parked";
+        let parked = || {
+            let mut h = HistoryBuilder::engine_run();
+            let l = h.acquire(1, "host", "r", 1);
+            h.append(1, &l, "r", op_entry(0, "external", "await:k", "suspended", None));
+            h.push(1, OpKind::Release, "r", Some(l), Args::default(), None);
+            sweep_of_r(&mut h, Suspended, 2, Some(Suspended));
+            h
+        };
+        // The next sweep skips it: lawful.
+        let mut h = parked();
+        sweep_of_r(&mut h, Suspended, 3, None);
+        assert!(h.judge(p).is_empty(), "{:?}", h.judge(p));
+        // It boots it again with nothing new.
+        let mut h = parked();
+        sweep_of_r(&mut h, Suspended, 3, Some(Suspended));
+        let v = h.judge(p);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("booted run r under epoch 3"), "{}", v[0].witness);
+        assert!(v[0].witness.contains("journal of 1 entries"), "{}", v[0].witness);
+        // A resolution arrived in between: new work, the boot is due.
+        let mut h = parked();
+        let l = h.acquire(1, "host", "r", 3);
+        h.append(1, &l, "r", op_entry(1, "resolution", "await:k", "ok", Some(0)));
+        h.push(1, OpKind::Release, "r", Some(l), Args::default(), None);
+        sweep_of_r(&mut h, Suspended, 4, Some(Running));
+        assert!(h.judge(p).is_empty(), "{:?}", h.judge(p));
+        // Listed running (the cache asks for suspended), or by another process: no demand.
+        let mut h = parked();
+        sweep_of_r(&mut h, Running, 3, Some(Suspended));
+        assert!(h.judge(p).is_empty());
+        let mut h = parked();
+        for c in h.h.calls.iter_mut().filter(|c| c.node == 0) {
+            c.incarnation = 1;
+        }
+        for f in h.h.facts.iter_mut().filter(|f| f.owner == "w") {
+            f.incarnation = 1;
+        }
+        sweep_of_r(&mut h, Suspended, 3, Some(Suspended));
+        assert!(h.judge(p).is_empty(), "a restarted process has an empty cache");
+        // A stopped worker is replaced by a fresh one, with an empty cache.
+        let mut h = parked();
+        h.fact(0, "w", FactKind::WorkerStopped);
+        sweep_of_r(&mut h, Suspended, 3, Some(Suspended));
+        assert!(h.judge(p).is_empty(), "a fresh worker after a stop");
+        // A drive that did not end parked leaves nothing to skip.
+        let mut h = HistoryBuilder::engine_run();
+        sweep_of_r(&mut h, Suspended, 1, Some(Running));
+        sweep_of_r(&mut h, Suspended, 2, Some(Suspended));
+        assert!(h.judge(p).is_empty());
     }
 
     #[test]
