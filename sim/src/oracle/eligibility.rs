@@ -3,7 +3,7 @@
 //! the instant of its boot write only with this model's re-check, P). Retention deletes only runs whose meta is terminal,
 //! never a running or suspended run, whether or not anyone holds it (docs/engine-model.md 5.2 step 3, 5.4; at apply time only with this model's re-check, P);
 //! `pruneRun` deletes only the checkpoints of `ok` agent terminals that no other entry
-//! mentions (docs/engine-model.md 6.2). Both are judged from the apply-ordered history against
+//! mentions, and a prune that runs to its end deletes every one of them (docs/engine-model.md 6.2). Both are judged from the apply-ordered history against
 //! the oracle's own replay of each run's journal and meta, read as plain JSON.
 //!
 //! Only deletions an engine identity made are judged (`args.actor`, recorded by
@@ -50,6 +50,13 @@ pub const ALL: &[Property] = &[
         claim: "A checkpoint an engine identity deletes outside a deletion cascade belongs to an ok agent terminal in the run's journal (the checkpoint of its running entry) and no other entry mentions it.",
         not_checked: "Blobs that are not checkpoints (`<run>/ckpt/<seq>`); deletions by actors that do not say who they are.",
         check: prune_only_spent_checkpoints,
+    },
+    Property {
+        name: "prune_deletes_every_spent_checkpoint",
+        expectation: Expectation::Always,
+        claim: "A prune that runs to its end (the `engine.prune.before_delete` mark, then its process releases the brief lease with none of the prune's blob deletes failing) deleted every spent checkpoint of the journal and blob list it read under that lease: the checkpoint named by each `ok` agent terminal whose blob existed, unless some entry mentions it anywhere (a value or a key; the terminal's own `checkpointRef` field excepted) (docs/engine-model.md 6.2).",
+        not_checked: "Prunes a crash or a failed delete cut short; prunes without a lease; blobs that are not named by a terminal's `checkpointRef`.",
+        check: prune_deletes_every_spent_checkpoint,
     },
 ];
 
@@ -304,6 +311,113 @@ fn prune_only_spent_checkpoints(j: &Judged, out: &mut Vec<Witness>) {
     });
 }
 
+fn prune_deletes_every_spent_checkpoint(j: &Judged, out: &mut Vec<Witness>) {
+    let calls = &j.history.calls;
+    for m in j.history.marks.iter().filter(|m| m.point == "engine.prune.before_delete") {
+        let Some(epoch) = m.epoch else { continue };
+        let run = m.run_id.as_str();
+        let process = |c: &&Call| (c.node, c.incarnation) == (m.node, m.incarnation) && c.run_id == run;
+        let under = |c: &&Call| c.lease.as_ref().is_some_and(|l| l.epoch.0 == epoch);
+        let before = &calls[..m.invoked_before.min(calls.len())];
+        let Some(grant) = before
+            .iter()
+            .filter(process)
+            .rfind(|c| c.op == OpKind::Acquire && c.granted.as_ref().is_some_and(|g| g.epoch.0 == epoch))
+        else {
+            continue;
+        };
+        let read = |op: OpKind| {
+            before[grant.id.min(before.len())..]
+                .iter()
+                .filter(process)
+                .rfind(|c| c.op == op && c.outcome.is_ok())
+        };
+        let (Some(load), Some(list)) = (read(OpKind::Load), read(OpKind::BlobList)) else { continue };
+        let after = &calls[m.invoked_before.min(calls.len())..];
+        let Some(release) = after.iter().filter(process).filter(under).find(|c| c.op == OpKind::Release)
+        else {
+            continue;
+        };
+        let deletes: Vec<&Call> = after
+            .iter()
+            .filter(process)
+            .filter(under)
+            .filter(|c| c.op == OpKind::BlobDelete && c.id < release.id)
+            .collect();
+        if deletes.iter().any(|c| !c.outcome.is_ok()) {
+            continue;
+        }
+        // The journal the load saw and the blobs the list saw, from the serial history.
+        let mut runs = Runs::default();
+        let mut blobs: std::collections::BTreeSet<&str> = Default::default();
+        for &c in j.applied.iter().filter(|c| c.run_id == run) {
+            let o = c.applied.as_ref().map_or(usize::MAX, |a| a.order);
+            if o < load.seen_at.unwrap_or(0) {
+                runs.apply(c);
+            }
+            if o < list.seen_at.unwrap_or(0) {
+                match (c.op, c.args.blob_ref.as_deref()) {
+                    (OpKind::BlobPut, Some(r)) => {
+                        blobs.insert(r);
+                    }
+                    (OpKind::BlobDelete, Some(r)) => {
+                        blobs.remove(r);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let journal = runs.journal(run);
+        let mut candidates: Vec<(&str, u64)> = Vec::new();
+        for e in journal {
+            if e.kind != "agent" || e.status != "ok" || e.ref_seq.is_none() {
+                continue;
+            }
+            let Some(ck) = e.raw.get("checkpointRef").and_then(Value::as_str) else { continue };
+            if let Some(&held) = blobs.get(ck) {
+                if !candidates.iter().any(|(c, _)| *c == held) {
+                    candidates.push((held, e.seq));
+                }
+            }
+        }
+        for (ck, owner) in candidates {
+            let mentioned = journal.iter().any(|e| {
+                let mut raw = e.raw.clone();
+                if e.seq == owner {
+                    if let Some(o) = raw.as_object_mut() {
+                        o.remove("checkpointRef");
+                    }
+                }
+                mentions_anywhere(&raw, ck)
+            });
+            if mentioned || deletes.iter().any(|c| c.args.blob_ref.as_deref() == Some(ck)) {
+                continue;
+            }
+            out.push(
+                Witness::new(format!(
+                    "n{} ({})'s prune of {run} under epoch {epoch} (t={} to its release at t={}) left the spent checkpoint {ck}: the ok agent terminal at seq {owner} names it, its blob was listed, and no other entry mentions it",
+                    m.node,
+                    grant.args.owner.as_deref().unwrap_or(""),
+                    t(grant.invoked_ns),
+                    t(release.invoked_ns),
+                ))
+                .on(release.op, release.id),
+            );
+        }
+    }
+}
+
+/// Whether any string inside `v`, or any key of an object inside it, equals `needle`
+/// (pruneRun's keep rule, docs/engine-model.md 6.2).
+fn mentions_anywhere(v: &Value, needle: &str) -> bool {
+    match v {
+        Value::String(s) => s == needle,
+        Value::Array(a) => a.iter().any(|x| mentions_anywhere(x, needle)),
+        Value::Object(m) => m.iter().any(|(k, x)| k == needle || mentions_anywhere(x, needle)),
+        _ => false,
+    }
+}
+
 /// Whether any string inside `v` equals `needle`.
 fn mentions(v: &Value, needle: &str) -> bool {
     match v {
@@ -350,6 +464,58 @@ mod tests {
 
     fn judge(calls: Vec<Call>, p: fn(&Judged, &mut Vec<Witness>)) -> Vec<Witness> {
         testkit::judge(&testkit::history(calls), p)
+    }
+
+    #[test]
+    fn a_prune_that_leaves_a_spent_checkpoint_is_caught() {
+        use testkit::engine::{op_entry, HistoryBuilder};
+        let p = "prune_deletes_every_spent_checkpoint";
+        // Run r: an ok agent terminal naming its checkpoint r/ckpt/0 (and, `mentioned`, an
+        // entry whose key is that ref); then a prune under a brief lease that reads the
+        // journal and the blobs, reaches its mark, (`deletes`) deletes the checkpoint, and
+        // (`released`) releases.
+        let pruned = |mentioned: bool, deletes: bool, released: bool| {
+            let mut h = HistoryBuilder::engine_run();
+            let a = h.acquire(1, "host", "r", 1);
+            h.append(1, &a, "r", op_entry(0, "agent", "op:0:a", "running", None));
+            h.ckpt(1, &a, "r", 0, 1);
+            let mut t = op_entry(1, "agent", "op:0:a", "ok", Some(0));
+            t["checkpointRef"] = json!("r/ckpt/0");
+            h.append(1, &a, "r", t);
+            if mentioned {
+                h.append(1, &a, "r", json!({"seq": 2, "kind": "decision", "status": "ok", "key": "k", "value": {"r/ckpt/0": 1}}));
+            }
+            let b = h.acquire(0, "op", "r", 2);
+            for op in [OpKind::Load, OpKind::BlobList] {
+                let mut c = testkit::call(h.h.calls.len(), op);
+                (c.run_id, c.seen_at) = ("r".into(), Some(h.h.applied_count));
+                h.h.calls.push(c);
+            }
+            h.h.marks.push(crate::history::Mark {
+                point: "engine.prune.before_delete",
+                node: 0,
+                incarnation: 0,
+                run_id: "r".into(),
+                epoch: Some(2),
+                applied_before: h.h.applied_count,
+                invoked_before: h.h.calls.len(),
+            });
+            if deletes {
+                let args = Args { blob_ref: Some("r/ckpt/0".into()), ..Args::default() };
+                h.push(0, OpKind::BlobDelete, "r", Some(b.clone()), args, None);
+            }
+            if released {
+                h.push(0, OpKind::Release, "r", Some(b), Args::default(), None);
+            }
+            h.judge(p)
+        };
+        assert!(pruned(false, true, true).is_empty());
+        let v = pruned(false, false, true);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("left the spent checkpoint r/ckpt/0"), "{}", v[0].witness);
+        // A mention by key keeps it; a prune a crash cut short owes nothing.
+        assert!(pruned(true, false, true).is_empty());
+        assert!(pruned(false, false, false).is_empty());
     }
 
     #[test]

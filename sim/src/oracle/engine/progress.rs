@@ -3,7 +3,8 @@
 //! and a segment that settles ok after a failed settle dispatched again every op whose last
 //! dispatch ended error, limit or cancelled (terminals that never replay); and an answer
 //! (a resolution or abandon) goes to an open suspension, once, as a terminal goes to a live
-//! dispatch, once; and an await suspends once while its suspension is open.
+//! dispatch, once; an await suspends once while its suspension is open; and a terminal
+//! says how its dispatch ended (`cancelled` by a cancel, `error` by failed work).
 //!
 //! Each property is judged from the apply-ordered history and the engine facts, under the
 //! holder and generation rules of [`super`].
@@ -560,11 +561,95 @@ fn dispatches_end_before_the_settle(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const TERMINALS_SAY_HOW_DISPATCHES_ENDED: Property = Property {
+        name: "terminals_say_how_dispatches_ended",
+        expectation: Expectation::Always,
+        claim: "An agent, step or child terminal that applies says how its dispatch ended: `cancelled` only when a cancel cut it off (the grant that wrote it settles that segment cancelled: its next run_settle append says so; docs/engine-model.md 2.3, the drain), and `error` only when its work failed, which no work in this world does (the simulated provider and tools always answer).",
+        not_checked: "`ok`, `limit` and `escalated` terminals (the progress and settle properties judge what they carry); a cancelled terminal whose grant made no run_settle append after it (a crash, a refused settle); terminals without a lease.",
+        check: terminals_say_how_dispatches_ended,
+};
+
+fn terminals_say_how_dispatches_ended(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    let calls = &j.history.calls;
+    for (i, c) in calls.iter().enumerate() {
+        if c.op != OpKind::Append || c.applied.is_none() || !runs.contains(c.run_id.as_str()) {
+            continue;
+        }
+        let (Some(lease), Some(e)) = (&c.lease, entry_of(c)) else { continue };
+        if !is_dispatch(&e) || e.status == "running" {
+            continue;
+        }
+        let why = match e.status.as_str() {
+            "error" => Some("no work in this world fails (the simulated provider and tools always answer)".to_string()),
+            "cancelled" => calls[i + 1..]
+                .iter()
+                .filter(|d| {
+                    d.op == OpKind::Append
+                        && d.run_id == c.run_id
+                        && (d.node, d.incarnation) == (c.node, c.incarnation)
+                        && d.lease.as_ref() == Some(lease)
+                })
+                .find_map(|d| entry_of(d).and_then(|s| settle_status(&s)).map(|s| (d, s)))
+                .filter(|(_, s)| *s != Status::Cancelled)
+                .map(|(d, s)| format!("the same grant then settled the segment {} (run_settle at t={}): no cancel cut the dispatch off", s.word(), t(d.invoked_ns))),
+            _ => None,
+        };
+        if let Some(why) = why {
+            out.push(Witness {
+                witness: format!(
+                    "run {}: {} ended its {} {:?} dispatch (running entry at seq {}) {} at seq {} (t={}), but {why}",
+                    c.run_id,
+                    who(c),
+                    e.kind,
+                    e.key,
+                    e.ref_seq.map_or("?".to_string(), |s| s.to_string()),
+                    e.status,
+                    e.seq,
+                    t(Judged::applied_ns(c)),
+                ),
+                op: Some(c.op.as_str()),
+                call: Some(c.id),
+            });
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use crate::oracle::testkit::engine::*;
+
+    #[test]
+    fn a_terminal_that_misstates_how_its_dispatch_ended_is_caught() {
+        let p = "terminals_say_how_dispatches_ended";
+        let ended = |terminal: &str, settled: &str| {
+            let mut h = HistoryBuilder::engine_run();
+            let a = h.acquire(0, "w", "r", 1);
+            h.append(0, &a, "r", op_entry(1, "agent", "op:0:one", "running", None));
+            h.append(0, &a, "r", op_entry(2, "agent", "op:0:one", terminal, Some(1)));
+            h.append(0, &a, "r", settle(3, settled));
+            h.judge(p)
+        };
+        // The drain of a cancel, and work that returned: lawful.
+        assert!(ended("cancelled", "cancelled").is_empty());
+        assert!(ended("ok", "ok").is_empty());
+        assert!(ended("limit", "error").is_empty());
+        // A drain written as an error, and a cancelled terminal in a segment no cancel ended.
+        let v = ended("error", "cancelled");
+        assert!(v.len() == 1 && v[0].witness.contains("no work in this world fails"), "{v:?}");
+        let v = ended("cancelled", "ok");
+        assert!(v.len() == 1 && v[0].witness.contains("settled the segment ok"), "{v:?}");
+        // Another grant's settle says nothing about this one's terminal.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "w", "r", 1);
+        h.append(0, &a, "r", op_entry(1, "agent", "op:0:one", "running", None));
+        h.append(0, &a, "r", op_entry(2, "agent", "op:0:one", "cancelled", Some(1)));
+        let b = h.acquire(1, "v", "r", 2);
+        h.append(1, &b, "r", settle(3, "ok"));
+        assert!(h.judge(p).is_empty());
+    }
 
     #[test]
     fn a_dispatch_ended_twice_is_caught() {
