@@ -615,6 +615,61 @@ fn terminals_say_how_dispatches_ended(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const A_HOLDER_APPENDS_ABOVE_ITS_JOURNAL: Property = Property {
+        name: "a_holder_appends_above_its_journal",
+        expectation: Expectation::Always,
+        claim: "No engine append made under the run's latest grant is refused as a journal order violation (A5): the holder read the journal under that grant, nobody else may append while it holds it, and it mints each seq above everything it read and appended since (docs/engine-model.md 2.1, a failed append consumes its seq), so only a writer that lost its lease, or writes without one, can fall behind the tail.",
+        not_checked: "Appends without a lease; appends whose grant another grant or a delete of the run had followed by the time the store answered (the store properties judge the refusal itself).",
+        check: a_holder_appends_above_its_journal,
+};
+
+fn a_holder_appends_above_its_journal(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    for c in &j.history.calls {
+        if c.op != OpKind::Append || !runs.contains(c.run_id.as_str()) {
+            continue;
+        }
+        if !matches!(&c.outcome, crate::history::Outcome::Err { code, .. } if code == "journal_order_violation")
+        {
+            continue;
+        }
+        let (Some(lease), Some(seen)) = (&c.lease, c.seen_at) else { continue };
+        let latest = j
+            .applied
+            .iter()
+            .filter(|d| {
+                d.run_id == c.run_id && order(d) < seen && matches!(d.op, OpKind::Acquire | OpKind::Delete)
+            })
+            .last();
+        let current = latest
+            .is_some_and(|d| d.op == OpKind::Acquire && Judged::granted_epoch(d) == Some(lease.epoch.0));
+        if !current {
+            continue;
+        }
+        let held = j.applied.iter().filter(|d| d.run_id == c.run_id && order(d) < seen).fold(
+            None::<u64>,
+            |max, d| match d.op {
+                OpKind::Delete => None,
+                OpKind::Append => d.args.seq.map_or(max, |s| Some(max.map_or(s, |m| m.max(s)))),
+                _ => max,
+            },
+        );
+        out.push(Witness {
+            witness: format!(
+                "run {}: {}'s append of seq {} under epoch {}, the run's latest grant, was refused as out of order at t={} (the journal held seq {} by then): the holder minted a seq at or below its own journal's tail",
+                c.run_id,
+                who(c),
+                c.args.seq.map_or("?".to_string(), |s| s.to_string()),
+                lease.epoch.0,
+                t(c.returned_ns.unwrap_or(c.invoked_ns)),
+                held.map_or("none".to_string(), |s| s.to_string()),
+            ),
+            op: Some(c.op.as_str()),
+            call: Some(c.id),
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -648,6 +703,38 @@ mod tests {
         h.append(0, &a, "r", op_entry(2, "agent", "op:0:one", "cancelled", Some(1)));
         let b = h.acquire(1, "v", "r", 2);
         h.append(1, &b, "r", settle(3, "ok"));
+        assert!(h.judge(p).is_empty());
+    }
+
+    #[test]
+    fn a_holder_behind_its_own_tail_is_caught() {
+        let p = "a_holder_appends_above_its_journal";
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "w", "r", 1);
+        h.append(0, &a, "r", op_entry(0, "agent", "op:0:one", "running", None));
+        h.append(0, &a, "r", op_entry(2, "agent", "op:0:one", "ok", Some(0)));
+        // The latest grant's holder appends seq 2 again: it minted from the journal's length.
+        h.append_lost(0, &a, "r", settle(2, "ok"), "journal_order_violation");
+        let v = h.judge(p);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("journal held seq 2"), "{}", v[0].witness);
+        // A superseded holder behind the tail is the fence's business, not this property's.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "w", "r", 1);
+        let b = h.acquire(1, "v", "r", 2);
+        h.append(1, &b, "r", op_entry(0, "agent", "op:0:one", "running", None));
+        h.append_lost(
+            0,
+            &a,
+            "r",
+            op_entry(0, "agent", "op:0:one", "running", None),
+            "journal_order_violation",
+        );
+        assert!(h.judge(p).is_empty());
+        // A busy refusal of the holder is no order violation.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "w", "r", 1);
+        h.append_lost(0, &a, "r", op_entry(0, "agent", "op:0:one", "running", None), "busy");
         assert!(h.judge(p).is_empty());
     }
 
