@@ -47,7 +47,7 @@ pub const ALL: &[Property] = &[
     Property {
         name: "prune_only_spent_checkpoints",
         expectation: Expectation::Always,
-        claim: "A checkpoint an engine identity deletes outside a deletion cascade belongs to an ok agent terminal in the run's journal (the checkpoint of its running entry) and no other entry mentions it.",
+        claim: "A checkpoint an engine identity deletes outside a deletion cascade belongs to an ok agent terminal in the run's journal (the checkpoint of its running entry) and no other entry mentions it (as a value or an object key, docs/engine-model.md 6.2).",
         not_checked: "Blobs that are not checkpoints (`<run>/ckpt/<seq>`); deletions by actors that do not say who they are.",
         check: prune_only_spent_checkpoints,
     },
@@ -293,7 +293,7 @@ fn prune_only_spent_checkpoints(j: &Judged, out: &mut Vec<Witness>) {
                         m.remove("checkpointRef");
                     }
                 }
-                mentions(&raw, r).then(|| format!("the entry at seq {} still mentions it", e.seq))
+                mentions_anywhere(&raw, r).then(|| format!("the entry at seq {} still mentions it", e.seq))
             }),
         };
         if let Some(why) = why {
@@ -414,16 +414,6 @@ fn mentions_anywhere(v: &Value, needle: &str) -> bool {
         Value::String(s) => s == needle,
         Value::Array(a) => a.iter().any(|x| mentions_anywhere(x, needle)),
         Value::Object(m) => m.iter().any(|(k, x)| k == needle || mentions_anywhere(x, needle)),
-        _ => false,
-    }
-}
-
-/// Whether any string inside `v` equals `needle`.
-fn mentions(v: &Value, needle: &str) -> bool {
-    match v {
-        Value::String(s) => s == needle,
-        Value::Array(a) => a.iter().any(|x| mentions(x, needle)),
-        Value::Object(m) => m.values().any(|x| mentions(x, needle)),
         _ => false,
     }
 }
@@ -647,6 +637,16 @@ mod tests {
         );
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].witness.contains("seq 5 still mentions it"), "{}", v[0].witness);
+        // A mention as an object key keeps it too (the keep rule reads keys).
+        let keyed =
+            json!({"seq": 5, "kind": "decision", "status": "ok", "key": "k", "value": {"r/ckpt/3": 1}});
+        let running = json!({"seq": 3, "kind": "agent", "status": "running", "key": "op:0:a"});
+        let ok = json!({"seq": 4, "kind": "agent", "status": "ok", "key": "op:0:a", "ref": 3, "checkpointRef": "r/ckpt/3"});
+        let v = judge(
+            vec![entry(0, running), entry(1, ok), entry(2, keyed), blob_delete(3, "r/ckpt/3")],
+            prune_only_spent_checkpoints,
+        );
+        assert_eq!(v.len(), 1, "{v:?}");
     }
 
     #[test]
