@@ -300,8 +300,8 @@ const PER_WRITE_FIELDS: [&str; 2] = ["status", "updatedAt"];
 fn a_segment_writes_one_record(j: &Judged, out: &mut Vec<Witness>) {
     let runs = engine_runs(j);
     // Per (process, run, epoch): the segment's first meta write and its record.
-    let mut first: BTreeMap<(u32, u32, &str, u64), (&Call, serde_json::Map<String, serde_json::Value>)> =
-        BTreeMap::new();
+    type Record = serde_json::Map<String, serde_json::Value>;
+    let mut first: BTreeMap<(u32, u32, &str, u64), (&Call, Record)> = BTreeMap::new();
     for c in &j.history.calls {
         if c.op != OpKind::PutMeta || !runs.contains(c.run_id.as_str()) {
             continue;

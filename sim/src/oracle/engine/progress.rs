@@ -634,13 +634,9 @@ fn a_holder_appends_above_its_journal(j: &Judged, out: &mut Vec<Witness>) {
             continue;
         }
         let (Some(lease), Some(seen)) = (&c.lease, c.seen_at) else { continue };
-        let latest = j
-            .applied
-            .iter()
-            .filter(|d| {
-                d.run_id == c.run_id && order(d) < seen && matches!(d.op, OpKind::Acquire | OpKind::Delete)
-            })
-            .last();
+        let latest = j.applied.iter().rfind(|d| {
+            d.run_id == c.run_id && order(d) < seen && matches!(d.op, OpKind::Acquire | OpKind::Delete)
+        });
         let current = latest
             .is_some_and(|d| d.op == OpKind::Acquire && Judged::granted_epoch(d) == Some(lease.epoch.0));
         if !current {
