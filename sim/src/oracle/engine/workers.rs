@@ -29,7 +29,56 @@ use super::super::contract::Status;
 use super::super::model::{t, who, Judged};
 use super::super::{Expectation, Property, Witness};
 use super::{engine_runs, meta_of};
-use crate::history::{Call, FactKind, FaultKind, OpKind};
+use crate::history::{Call, Fact, FactKind, FaultKind, OpKind};
+
+/// One sweep of a worker process, read from its `SweepBegan` fact.
+struct Sweep<'h> {
+    began: &'h Fact,
+    /// The identity's next sweep fact: the sweep's return, or, after a crash, the next
+    /// sweep's begin; `None` when the history ends first.
+    next: Option<&'h Fact>,
+    /// The calls invoked from the begin up to `next` (or the end of the history).
+    within: &'h [Call],
+    /// The sweep's listing: its identity's first call in `within`.
+    listing: &'h Call,
+    filter: &'h store::RunFilter,
+    metas: &'h [store::RunMeta],
+}
+
+impl<'h> Sweep<'h> {
+    /// The sweep of `facts[i]` when that fact begins one whose first call is a listing that
+    /// returned.
+    fn at(facts: &'h [Fact], calls: &'h [Call], i: usize) -> Option<Sweep<'h>> {
+        let began = facts.get(i).filter(|f| f.kind == FactKind::SweepBegan)?;
+        let next = facts[i + 1..]
+            .iter()
+            .filter(|f| same_identity(f, began))
+            .find(|f| matches!(f.kind, FactKind::SweepBegan | FactKind::SweepEnded));
+        let end = next.map_or(calls.len(), |f| f.invoked_before.min(calls.len()));
+        let within = &calls[began.invoked_before.min(end)..end];
+        let listing = within.iter().find(|c| by_identity(c, began))?;
+        let (OpKind::ListRuns, Some(crate::history::Read::Runs { filter, metas })) =
+            (listing.op, &listing.read)
+        else {
+            return None;
+        };
+        Some(Sweep { began, next, within, listing, filter, metas })
+    }
+
+    /// The calls the sweep's identity invoked after its listing.
+    fn after_listing(&self) -> impl Iterator<Item = &'h Call> + '_ {
+        self.within.iter().filter(|c| by_identity(c, self.began) && c.id > self.listing.id)
+    }
+}
+
+fn same_identity(f: &Fact, g: &Fact) -> bool {
+    (f.node, f.incarnation, f.owner.as_str()) == (g.node, g.incarnation, g.owner.as_str())
+}
+
+/// Whether `c` was made by the identity that `f` records.
+fn by_identity(c: &Call, f: &Fact) -> bool {
+    (c.node, c.incarnation) == (f.node, f.incarnation) && c.args.actor.as_deref() == Some(f.owner.as_str())
+}
 
 pub const A_STOPPED_WORKER_TAKES_NO_RUN: Property = Property {
         name: "a_stopped_worker_takes_no_run",
@@ -90,45 +139,19 @@ fn a_sweep_tries_every_candidate(j: &Judged, out: &mut Vec<Witness>) {
     let workflows = crate::ledger::catalog_workflows();
     let facts = &j.history.facts;
     let calls = &j.history.calls;
-    for (i, began) in facts.iter().enumerate() {
-        if began.kind != FactKind::SweepBegan {
-            continue;
-        }
-        let mine = |f: &&crate::history::Fact| {
-            f.owner == began.owner && f.node == began.node && f.incarnation == began.incarnation
-        };
-        // The next of its own sweep facts: the return, unless a crash ended the sweep.
-        let Some(ended) = facts[i + 1..]
-            .iter()
-            .filter(mine)
-            .find(|f| matches!(f.kind, FactKind::SweepBegan | FactKind::SweepEnded))
-        else {
-            continue;
-        };
-        if ended.kind != FactKind::SweepEnded {
-            continue;
-        }
+    for i in 0..facts.len() {
+        let Some(sweep) = Sweep::at(facts, calls, i) else { continue };
+        let Sweep { began, listing, filter, metas, .. } = &sweep;
+        // Only a sweep that returned (a crash ends it without a return) and was not stopped.
+        let Some(ended) = sweep.next.filter(|f| f.kind == FactKind::SweepEnded) else { continue };
         let stopped = facts[i + 1..]
             .iter()
-            .filter(mine)
+            .filter(|f| same_identity(f, began))
             .take_while(|f| f.kind != FactKind::SweepEnded)
             .any(|f| f.kind == FactKind::WorkerStopped);
         if stopped {
             continue;
         }
-        let within = &calls[began.invoked_before.min(calls.len())..ended.invoked_before.min(calls.len())];
-        let by_it = |c: &&Call| {
-            c.node == began.node
-                && c.incarnation == began.incarnation
-                && c.args.actor.as_deref() == Some(began.owner.as_str())
-        };
-        // The sweep's listing is its first call.
-        let Some(listing) = within.iter().find(by_it) else { continue };
-        let (OpKind::ListRuns, Some(crate::history::Read::Runs { filter, metas })) =
-            (listing.op, &listing.read)
-        else {
-            continue;
-        };
         // What the listing asked for: every running and suspended run, by no name or tag.
         if let Some(left_out) = narrowed(filter) {
             out.push(Witness {
@@ -142,16 +165,13 @@ fn a_sweep_tries_every_candidate(j: &Judged, out: &mut Vec<Witness>) {
                 call: Some(listing.id),
             });
         }
-        for m in metas {
+        for m in metas.iter() {
             let candidate = matches!(m.status, store::RunStatus::Running | store::RunStatus::Suspended)
                 && m.workflow_name.as_ref().is_some_and(|w| workflows.contains_key(w));
             if !candidate {
                 continue;
             }
-            let tried = within
-                .iter()
-                .filter(by_it)
-                .any(|c| c.op == OpKind::Acquire && c.run_id == m.run_id && c.id > listing.id);
+            let tried = sweep.after_listing().any(|c| c.op == OpKind::Acquire && c.run_id == m.run_id);
             if !tried {
                 out.push(Witness {
                     witness: format!(
@@ -290,7 +310,6 @@ pub const A_PARKED_RUN_STAYS_PARKED: Property = Property {
 
 /// A run a worker parked: the journal's (generation, length) after its drive, and the
 /// genesis its sweep listed.
-#[derive(Clone, PartialEq)]
 struct Park {
     journal: (usize, usize),
     genesis: Option<String>,
@@ -315,35 +334,17 @@ fn a_parked_run_stays_parked(j: &Judged, out: &mut Vec<Witness>) {
     let calls = &j.history.calls;
     // The oracle's own skip cache, per (node, incarnation, owner, run).
     let mut parked: std::collections::BTreeMap<(u32, u32, &str, &str), Park> = Default::default();
-    for (i, began) in facts.iter().enumerate() {
-        if began.kind == FactKind::WorkerStopped {
+    for (i, fact) in facts.iter().enumerate() {
+        if fact.kind == FactKind::WorkerStopped {
             // A stopped worker stays stopped; the process carries on with a fresh one, whose
             // cache is empty.
-            let stopped = (began.node, began.incarnation, began.owner.as_str());
+            let stopped = (fact.node, fact.incarnation, fact.owner.as_str());
             parked.retain(|&(n, inc, o, _), _| (n, inc, o) != stopped);
             continue;
         }
-        if began.kind != FactKind::SweepBegan {
-            continue;
-        }
+        let Some(sweep) = Sweep::at(facts, calls, i) else { continue };
+        let (began, metas) = (sweep.began, sweep.metas);
         let identity = (began.node, began.incarnation, began.owner.as_str());
-        // The sweep's calls: up to its next sweep fact (its return, or the next sweep after a
-        // crash), or the end.
-        let end = facts[i + 1..]
-            .iter()
-            .filter(|f| (f.node, f.incarnation, f.owner.as_str()) == identity)
-            .find(|f| matches!(f.kind, FactKind::SweepBegan | FactKind::SweepEnded))
-            .map_or(calls.len(), |f| f.invoked_before.min(calls.len()));
-        let within = &calls[began.invoked_before.min(end)..end];
-        let by_it = |c: &&Call| {
-            (c.node, c.incarnation) == (began.node, began.incarnation)
-                && c.args.actor.as_deref() == Some(began.owner.as_str())
-        };
-        let Some(listing) = within.iter().find(by_it) else { continue };
-        let (OpKind::ListRuns, Some(crate::history::Read::Runs { metas, .. })) = (listing.op, &listing.read)
-        else {
-            continue;
-        };
         // A run the listing does not show live leaves the cache (5.2 step 2).
         parked.retain(|&(n, inc, o, run), _| {
             (n, inc, o) != identity
@@ -352,13 +353,12 @@ fn a_parked_run_stays_parked(j: &Judged, out: &mut Vec<Witness>) {
                         && matches!(m.status, store::RunStatus::Running | store::RunStatus::Suspended)
                 })
         });
-        for acq in within.iter().filter(by_it).filter(|c| c.op == OpKind::Acquire && c.id > listing.id) {
+        for acq in sweep.after_listing().filter(|c| c.op == OpKind::Acquire) {
             let (Some(granted), true) = (&acq.granted, acq.outcome.is_ok()) else { continue };
             let run = acq.run_id.as_str();
             let Some(listed) = metas.iter().find(|m| m.run_id == run) else { continue };
             let key = (identity.0, identity.1, identity.2, run);
-            let loads =
-                || within.iter().filter(by_it).filter(move |c| c.op == OpKind::Load && c.run_id == run);
+            let loads = || sweep.after_listing().filter(move |c| c.op == OpKind::Load && c.run_id == run);
             let writes: Vec<&Call> = calls
                 .iter()
                 .filter(|c| {
