@@ -308,11 +308,7 @@ fn resume_under_another_workflow_refused(j: &Judged) -> bool {
         if submitted.get(run_id.as_str()).is_none_or(|w| w == workflow) {
             return false;
         }
-        let end = facts[i + 1..].iter().find(|g| {
-            (g.node, g.incarnation, g.owner.as_str()) == (f.node, f.incarnation, f.owner.as_str())
-                && matches!(&g.kind, FactKind::Settled { run_id: r, .. } | FactKind::Failed { run_id: r, .. } if r == run_id)
-        });
-        end.is_some_and(|g| matches!(g.kind, FactKind::Failed { .. }))
+        super::engine::resume_return(facts, i).is_some_and(|g| matches!(g.kind, FactKind::Failed { .. }))
     })
 }
 

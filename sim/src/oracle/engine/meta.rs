@@ -13,7 +13,7 @@ use super::super::contract::{audit, EntryView, MetaView, Verdict};
 use super::super::model::{t, who, Judged};
 use super::super::{Expectation, Property, Witness};
 use super::*;
-use crate::history::{Call, Fact, FactKind, OpKind, Read};
+use crate::history::{Call, FactKind, OpKind, Read};
 
 pub const SEGMENTS_NEVER_REGRESS: Property = Property {
         name: "segments_never_regress",
@@ -184,15 +184,8 @@ fn a_resume_keeps_the_runs_workflow(j: &Judged, out: &mut Vec<Witness>) {
     let (facts, calls) = (&j.history.facts, &j.history.calls);
     for (i, f) in facts.iter().enumerate() {
         let FactKind::Resumed { run_id, workflow } = &f.kind else { continue };
-        let by_it = |g: &&Fact| {
-            (g.node, g.incarnation, g.owner.as_str()) == (f.node, f.incarnation, f.owner.as_str())
-        };
         // The resume's return: the caller's next settle or failure of that run.
-        let Some(end) = facts[i + 1..].iter().filter(by_it).find(|g| {
-            matches!(&g.kind, FactKind::Settled { run_id: r, .. } | FactKind::Failed { run_id: r, .. } if r == run_id)
-        }) else {
-            continue;
-        };
+        let Some(end) = resume_return(facts, i) else { continue };
         let within = &calls[f.invoked_before.min(calls.len())..end.invoked_before.min(calls.len())];
         let mine = |c: &&Call| {
             (c.node, c.incarnation) == (f.node, f.incarnation)

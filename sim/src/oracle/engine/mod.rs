@@ -86,6 +86,17 @@ pub(super) fn engine_runs<'h>(j: &Judged<'h>) -> std::collections::BTreeSet<&'h 
         .collect()
 }
 
+/// The return of the explicit resume that `facts[i]` (a `Resumed` fact) records: the same
+/// identity's next settle or failure of that run; `None` when a crash ended the resume.
+pub(in crate::oracle) fn resume_return(facts: &[Fact], i: usize) -> Option<&Fact> {
+    let f = facts.get(i)?;
+    let FactKind::Resumed { run_id, .. } = &f.kind else { return None };
+    facts[i + 1..].iter().find(|g| {
+        (g.node, g.incarnation, g.owner.as_str()) == (f.node, f.incarnation, f.owner.as_str())
+            && matches!(&g.kind, FactKind::Settled { run_id: r, .. } | FactKind::Failed { run_id: r, .. } if r == run_id)
+    })
+}
+
 /// The position of a call in the apply order (`usize::MAX` when the store noted none).
 pub(super) fn order(c: &Call) -> usize {
     c.applied.as_ref().map_or(usize::MAX, |a| a.order)
