@@ -36,7 +36,7 @@ use sim::recorded::{RecordedStore, RecordedTranscripts};
 use sim::seed::{rng, Draw};
 use sim::verdict::{required, Required};
 use sim::world::{NodeCtx, Scenario, WorldState};
-use store::engine::{audit_run, repair_run, Engine, RepairAction, RunOptions, Worker, Workflow};
+use store::engine::{audit_run, repair_run, Engine, RepairAction, RunOptions, Verdict, Worker, Workflow};
 use store::{
     FaultPoint, JournalEntry, JournalStore, LeasableStore, LocalFuture, MetaLookup, Moment, RunFilter,
     RunMeta, RunStatus, StoreError,
@@ -1052,8 +1052,22 @@ async fn audit_repair(engine: &SimEngine, sink: &FactSink, index: u32, incarnati
         let Ok(metas) = journal.list_runs(&RunFilter::default()).await else { return true };
         for meta in metas {
             match audit_run(journal, &meta.run_id).await {
-                Ok(a) if a.repair_to.is_some() => {}
-                Ok(_) => continue,
+                Ok(a) => {
+                    sink.rec.fact(
+                        index,
+                        incarnation,
+                        &operator,
+                        sim::time::now_ns(),
+                        FactKind::Audited {
+                            run_id: meta.run_id.clone(),
+                            verdict: verdict_word(a.verdict).to_string(),
+                            repair_to: a.repair_to.map(|s| s.to_string()),
+                        },
+                    );
+                    if a.repair_to.is_none() {
+                        continue;
+                    }
+                }
                 Err(StoreError::Crashed { .. }) => return false,
                 Err(_) => continue,
             }
@@ -1079,6 +1093,16 @@ async fn audit_repair(engine: &SimEngine, sink: &FactSink, index: u32, incarnati
 /// The four terminal statuses.
 const TERMINAL: [RunStatus; 4] =
     [RunStatus::Ok, RunStatus::Error, RunStatus::Cancelled, RunStatus::Exhausted];
+
+/// The reconciler's word for a verdict (as `runs audit` prints it).
+fn verdict_word(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Consistent => "consistent",
+        Verdict::MetaBehind => "meta-behind",
+        Verdict::Stranded => "stranded",
+        Verdict::Suspect => "suspect",
+    }
+}
 
 /// An operator's census filter: a name (a run's label or a workflow's), tags, a `status` and `statuses`, alone or combined,
 /// drawn so that each excludes some runs and matches others (names and tags no run carries

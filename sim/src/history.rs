@@ -372,6 +372,10 @@ pub enum FactKind {
     Settled { run_id: String, status: String, value: Option<String>, segment: u64 },
     /// A segment or host operation failed (not a crash).
     Failed { run_id: String, what: String, error: String },
+    /// The operator's audit (`runs audit`, this fact's owner) reported run `run_id` as
+    /// `verdict` (the reconciler's word: `consistent`, `meta-behind`, `stranded`, `suspect`),
+    /// with the status a repair would write. Shown in the timeline unless consistent.
+    Audited { run_id: String, verdict: String, repair_to: Option<String> },
     /// The heal began: faults off, every node restarted.
     Healed,
     /// A queue worker (this fact's owner) was told to stop (`Worker::stop`) while it swept.
@@ -746,6 +750,14 @@ impl Recorder {
                 (format!("SETTLED {run_id} segment={segment}"), status.clone())
             }
             FactKind::Failed { run_id, what, error } => (format!("FAILED {what} {run_id}"), error.clone()),
+            FactKind::Audited { run_id, verdict, repair_to } if verdict != "consistent" => (
+                format!("AUDIT {run_id}"),
+                match repair_to {
+                    Some(to) => format!("{verdict}, repair to {to}"),
+                    None => verdict.clone(),
+                },
+            ),
+            FactKind::Audited { .. } => (String::new(), String::new()),
             FactKind::Healed => ("HEAL".to_string(), "faults off, every node up".to_string()),
             FactKind::WorkerStopped => ("WORKER STOP".to_string(), String::new()),
             FactKind::StoppedSweepReturned => ("WORKER STOPPED SWEEP RETURNED".to_string(), String::new()),

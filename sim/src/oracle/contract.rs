@@ -317,6 +317,18 @@ pub enum Verdict {
     Suspect,
 }
 
+impl Verdict {
+    /// The reconciler's word for the verdict (as `runs audit` prints it).
+    pub fn word(self) -> &'static str {
+        match self {
+            Verdict::Consistent => "consistent",
+            Verdict::MetaBehind => "meta-behind",
+            Verdict::Stranded => "stranded",
+            Verdict::Suspect => "suspect",
+        }
+    }
+}
+
 /// One run's audit: the verdict and why, in words.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Audit {

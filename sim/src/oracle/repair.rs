@@ -7,15 +7,21 @@
 //! `status` and `updatedAt`: every other meta field is kept byte for byte. It skips a live
 //! owner rather than racing it (its acquire is refused; `lease_exclusive` and
 //! `no_stale_accept` judge the lease itself).
+//!
+//! What the probe reports is judged too, from the reads it made: each `Audited` fact (the
+//! verdict and repair target `runs audit` prints) must be the table applied to the meta row
+//! and journal that audit read, and a repair under its brief lease must decide from what it
+//! re-read under that lease. Reads are trusted here as returned; `reads_see_serial_history`
+//! judges whether they were right.
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::contract::{audit, EntryView, MetaView, Verdict};
+use super::contract::{audit, EntryView, MetaView, Status, Verdict};
 use super::model::{t, who, Judged};
 use super::{Expectation, Property, Witness};
-use crate::history::{Call, OpKind};
+use crate::history::{Call, FactKind, OpKind, Read};
 
 pub const ALL: &[Property] = &[Property {
     name: "repair_is_sound",
@@ -23,6 +29,12 @@ pub const ALL: &[Property] = &[Property {
     claim: "An audit repair rewrites a run's meta only when the run is meta-behind or stranded by the audit table, to the status the journal derives, changing nothing but status and updatedAt.",
     not_checked: "Whether the probe ran at all (a coverage matter); repairs by tools that do not mark their lease.",
     check: repair_is_sound,
+}, Property {
+    name: "audits_follow_the_decision_table",
+    expectation: Expectation::Always,
+    claim: "What the operator's audit reports of a run (its verdict and repair target) is the decision table (7.1) applied to the meta row and journal that audit read. A repair under its brief lease decides from what it re-read under that lease: it rewrites the meta exactly when the table names a repair and the run still has a meta row, to that status, and never without having read the journal under the lease.",
+    not_checked: "Audits a crash cut short (no report, or a brief lease never released); whether the probe ran at all (a coverage matter); reads that failed (the audit then reports nothing).",
+    check: audits_follow_the_decision_table,
 }];
 
 /// Whether an applied meta write is an audit repair's: it carries a lease its process took
@@ -107,6 +119,184 @@ fn repair_is_sound(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+/// The meta status and journal that two successful reads returned, as the oracle's views;
+/// `None` when either read did not return, or returned a record the oracle cannot read.
+fn read_state(meta: &Call, load: &Call) -> Option<(Option<Status>, Vec<EntryView>)> {
+    let Some(Read::Meta(m)) = &meta.read else { return None };
+    let Some(Read::Entries(entries)) = &load.read else { return None };
+    let status = match m {
+        None => None,
+        Some(m) => Some(Status::from_word(&m.status.to_string())?),
+    };
+    let views = entries
+        .iter()
+        .map(|e| EntryView::of_value(serde_json::to_value(e).ok()?))
+        .collect::<Option<Vec<_>>>()?;
+    Some((status, views))
+}
+
+/// "meta-behind, repair to running" / "consistent".
+fn said(verdict: &str, repair_to: Option<&str>) -> String {
+    match repair_to {
+        Some(to) => format!("{verdict}, repair to {to}"),
+        None => verdict.to_string(),
+    }
+}
+
+fn audits_follow_the_decision_table(j: &Judged, out: &mut Vec<Witness>) {
+    let calls = &j.history.calls;
+    let facts = &j.history.facts;
+    // The reports: each judged against the reads its audit made since the auditor's
+    // previous report.
+    for (i, f) in facts.iter().enumerate() {
+        let FactKind::Audited { run_id, verdict, repair_to } = &f.kind else { continue };
+        let same = |g: &crate::history::Fact| {
+            (g.node, g.incarnation, g.owner.as_str()) == (f.node, f.incarnation, f.owner.as_str())
+                && matches!(g.kind, FactKind::Audited { .. })
+        };
+        let from = facts[..i].iter().rev().find(|g| same(g)).map_or(0, |g| g.invoked_before);
+        let window = &calls[from.min(calls.len())..f.invoked_before.min(calls.len())];
+        let mine = |c: &Call, op: OpKind| {
+            c.op == op
+                && c.run_id == *run_id
+                && (c.node, c.incarnation) == (f.node, f.incarnation)
+                && c.args.actor.as_deref() == Some(f.owner.as_str())
+        };
+        let meta = window.iter().rev().find(|c| mine(c, OpKind::GetMeta));
+        let load = window.iter().rev().find(|c| mine(c, OpKind::Load));
+        let (Some(meta), Some(load)) = (meta, load) else {
+            out.push(Witness::new(format!(
+                "run {run_id}: {}'s audit at t={} reported {} without reading the run's meta row and journal",
+                f.owner,
+                t(f.at_ns),
+                said(verdict, repair_to.as_deref())
+            )));
+            continue;
+        };
+        let Some((status, entries)) = read_state(meta, load) else { continue };
+        let want = audit(status, &entries);
+        let want_to = want.repair_to.map(Status::word);
+        if want.verdict.word() != verdict || want_to != repair_to.as_deref() {
+            out.push(
+                Witness::new(format!(
+                    "run {run_id}: {}'s audit at t={} reported {} where its reads (meta {}, a journal of {} entries) give {} ({})",
+                    f.owner,
+                    t(f.at_ns),
+                    said(verdict, repair_to.as_deref()),
+                    status.map_or("absent".to_string(), |s| s.to_string()),
+                    entries.len(),
+                    said(want.verdict.word(), want_to),
+                    want.reason
+                ))
+                .on(load.op, load.id),
+            );
+        }
+    }
+    // The repairs: from the brief lease's mark to its release, what the probe read and wrote.
+    for m in j.history.marks.iter().filter(|m| m.point == "engine.repair.after_acquire") {
+        let Some(epoch) = m.epoch else { continue };
+        let upto = m.invoked_before.min(calls.len());
+        let ours = |c: &Call| (c.node, c.incarnation) == (m.node, m.incarnation) && c.run_id == m.run_id;
+        let under = |c: &Call| c.lease.as_ref().is_some_and(|l| l.epoch.0 == epoch);
+        let Some(grant) = calls[..upto].iter().rev().find(|c| {
+            c.op == OpKind::Acquire && ours(c) && c.granted.as_ref().is_some_and(|g| g.epoch.0 == epoch)
+        }) else {
+            continue;
+        };
+        let actor = grant.args.actor.as_deref();
+        let mut tenure = Vec::new();
+        let mut released = false;
+        for c in calls[upto..].iter().filter(|c| ours(c) && c.args.actor.as_deref() == actor) {
+            if c.op == OpKind::Release && under(c) {
+                released = true;
+                break;
+            }
+            tenure.push(c);
+        }
+        if !released {
+            // A crash cut the repair short (or the lease was never given back, which
+            // `a_taken_lease_is_given_back` judges).
+            continue;
+        }
+        let run = m.run_id.as_str();
+        let write = tenure.iter().position(|c| c.op == OpKind::PutMeta && under(c));
+        let reread = tenure.iter().position(|c| c.op == OpKind::GetMeta).and_then(|a| {
+            let b = a + 1 + tenure[a + 1..].iter().position(|c| c.op == OpKind::Load)?;
+            Some((a, b))
+        });
+        let holder = who(grant);
+        let at = t(Judged::applied_ns(grant));
+        let (a, b) = match reread {
+            Some((a, b)) if write.is_none_or(|w| b < w) => (a, b),
+            _ => {
+                if let Some(w) = write {
+                    out.push(
+                        Witness::new(format!(
+                            "run {run}: {holder}'s audit repair under the brief lease of t={at} wrote the meta without first re-reading the meta row and the journal under that lease"
+                        ))
+                        .on(tenure[w].op, tenure[w].id),
+                    );
+                }
+                continue;
+            }
+        };
+        let Some((status, entries)) = read_state(tenure[a], tenure[b]) else {
+            if let Some(w) = write {
+                out.push(
+                    Witness::new(format!(
+                        "run {run}: {holder}'s audit repair under the brief lease of t={at} wrote the meta though its re-read under that lease failed"
+                    ))
+                    .on(tenure[w].op, tenure[w].id),
+                );
+            }
+            continue;
+        };
+        let want = audit(status, &entries);
+        match (want.repair_to, write) {
+            (None, Some(w)) => out.push(
+                Witness::new(format!(
+                    "run {run}: {holder}'s audit repair under the brief lease of t={at} rewrote the meta of a run its re-read gives {} ({})",
+                    want.verdict.word(),
+                    want.reason
+                ))
+                .on(tenure[w].op, tenure[w].id),
+            ),
+            (Some(to), Some(w)) => {
+                let wrote = tenure[w].args.payload.as_deref().and_then(MetaView::parse).map(|v| v.status);
+                if wrote != Some(to) {
+                    out.push(
+                        Witness::new(format!(
+                            "run {run}: {holder}'s audit repair under the brief lease of t={at} wrote {} where its re-read gives {} ({})",
+                            wrote.map_or("an unreadable record".to_string(), |s| s.to_string()),
+                            said(want.verdict.word(), Some(to.word())),
+                            want.reason
+                        ))
+                        .on(tenure[w].op, tenure[w].id),
+                    );
+                }
+            }
+            (Some(to), None) => {
+                // Lawful only when the row was gone (or unreadable) at the last look before
+                // the write.
+                let last_look = tenure[b + 1..].iter().find(|c| c.op == OpKind::GetMeta);
+                let excused = match last_look.map(|c| &c.read) {
+                    Some(Some(Read::Meta(None))) | Some(None) => true,
+                    Some(Some(_)) => false,
+                    None => status.is_none(),
+                };
+                if !excused {
+                    out.push(Witness::new(format!(
+                        "run {run}: {holder}'s audit repair under the brief lease of t={at} released it without rewriting the meta, though its re-read gives {} ({})",
+                        said(want.verdict.word(), Some(to.word())),
+                        want.reason
+                    )));
+                }
+            }
+            (None, None) => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! A repair of a consistent run, to the wrong status, or that drops a field is caught;
@@ -168,5 +358,178 @@ mod tests {
         let v = judge(dropped);
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].witness.contains("changed fields other than status"), "{}", v[0].witness);
+    }
+
+    /// A journal entry, spelled out field by field (no function of the system under test).
+    fn entry(seq: u64, kind: &str, status: &str, ref_seq: Option<u64>, value: Value) -> store::JournalEntry {
+        store::JournalEntry {
+            seq: store::Seq(seq),
+            kind: kind.into(),
+            status: status.into(),
+            key: String::new(),
+            ref_seq: ref_seq.map(store::Seq),
+            value,
+            extra: serde_json::Map::new(),
+        }
+    }
+
+    /// A journal whose `ok` settle is followed by a dispatch that never ended: live work
+    /// after the settle (the table derives `running`).
+    fn live_after_settle() -> Vec<store::JournalEntry> {
+        let settle = json!({"decisionType": "run_settle", "runStatus": "ok", "segment": 1});
+        vec![
+            entry(0, "agent", "running", None, json!({})),
+            entry(1, "agent", "ok", Some(0), json!("v")),
+            entry(2, "decision", "ok", None, settle),
+            entry(3, "agent", "running", None, json!({})),
+        ]
+    }
+
+    /// An unleased read of run `r` by the operator `op` on node 0.
+    fn read(id: usize, op: OpKind, what: Read) -> Call {
+        let mut c = testkit::call(id, op);
+        c.applied = None;
+        c.args.actor = Some("op".into());
+        c.read = Some(what);
+        c
+    }
+
+    /// The operator read meta `status` and `journal`, then reported `verdict`/`repair_to`.
+    fn report(
+        status: store::RunStatus,
+        journal: Vec<store::JournalEntry>,
+        verdict: &str,
+        repair_to: Option<&str>,
+    ) -> Vec<Witness> {
+        let calls = vec![
+            read(0, OpKind::GetMeta, Read::Meta(Some(testkit::meta_record("r", status)))),
+            read(1, OpKind::Load, Read::Entries(journal)),
+        ];
+        let h = History {
+            calls,
+            facts: vec![crate::history::Fact {
+                at_ns: 2 * testkit::MS,
+                applied_before: 0,
+                node: 0,
+                incarnation: 0,
+                owner: "op".into(),
+                invoked_before: 2,
+                kind: FactKind::Audited {
+                    run_id: "r".into(),
+                    verdict: verdict.into(),
+                    repair_to: repair_to.map(String::from),
+                },
+            }],
+            ..History::default()
+        };
+        testkit::judge(&h, audits_follow_the_decision_table)
+    }
+
+    #[test]
+    fn an_audit_report_is_the_table_over_what_it_read() {
+        use store::RunStatus::{Ok as Done, Running};
+        // Terminal meta over live work after the settle: stranded, repair to running.
+        assert!(report(Done, live_after_settle(), "stranded", Some("running")).is_empty());
+        // The same reads with a running meta row: consistent.
+        assert!(report(Running, live_after_settle(), "consistent", None).is_empty());
+        let v = report(Done, live_after_settle(), "consistent", None);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("reported consistent where its reads (meta ok, a journal of 4 entries) give stranded, repair to running"), "{}", v[0].witness);
+        let v = report(Done, live_after_settle(), "meta-behind", Some("running"));
+        assert_eq!(v.len(), 1, "{v:?}");
+        let v = report(Done, live_after_settle(), "stranded", Some("suspended"));
+        assert_eq!(v.len(), 1, "{v:?}");
+        // A report the auditor never read for.
+        let mut h = History::default();
+        h.facts.push(crate::history::Fact {
+            at_ns: 0,
+            applied_before: 0,
+            node: 0,
+            incarnation: 0,
+            owner: "op".into(),
+            invoked_before: 0,
+            kind: FactKind::Audited { run_id: "r".into(), verdict: "consistent".into(), repair_to: None },
+        });
+        let v = testkit::judge(&h, audits_follow_the_decision_table);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("without reading"), "{}", v[0].witness);
+    }
+
+    /// A repair tenure under the brief lease of epoch 2: the acquire, the mark, then `tail`
+    /// (calls by the operator, ids from 1), then the release.
+    fn tenure(tail: Vec<Call>) -> Vec<Witness> {
+        let mut grant = testkit::call(0, OpKind::Acquire);
+        grant.args.actor = Some("op".into());
+        grant.args.owner = Some("op".into());
+        grant.granted = Some(lease("op", 2));
+        let mut calls = vec![grant];
+        calls.extend(tail);
+        let mut release = testkit::call(calls.len(), OpKind::Release);
+        release.args.actor = Some("op".into());
+        release.lease = Some(lease("op", 2));
+        calls.push(release);
+        let h = History {
+            applied_count: calls.len(),
+            calls,
+            marks: vec![Mark {
+                point: "engine.repair.after_acquire",
+                node: 0,
+                incarnation: 0,
+                run_id: "r".into(),
+                epoch: Some(2),
+                applied_before: 1,
+                invoked_before: 1,
+            }],
+            ..History::default()
+        };
+        testkit::judge(&h, audits_follow_the_decision_table)
+    }
+
+    fn write(id: usize, status: &str) -> Call {
+        let mut c = call(id, OpKind::PutMeta, json!({"runId": "r", "status": status}), 2);
+        c.args.actor = Some("op".into());
+        c
+    }
+
+    fn meta_read(id: usize, status: store::RunStatus) -> Call {
+        read(id, OpKind::GetMeta, Read::Meta(Some(testkit::meta_record("r", status))))
+    }
+
+    #[test]
+    fn a_repair_decides_from_its_reread_under_the_lease() {
+        use store::RunStatus::{Ok as Done, Running};
+        let journal = || read(2, OpKind::Load, Read::Entries(live_after_settle()));
+        // The sound repair: re-read, look again, write running.
+        let sound = vec![meta_read(1, Done), journal(), meta_read(3, Done), write(4, "running")];
+        assert!(tenure(sound).is_empty());
+        // A consistent run left alone.
+        assert!(tenure(vec![meta_read(1, Running), journal()]).is_empty());
+        // The row gone at the last look: nothing to write.
+        let gone = vec![meta_read(1, Done), journal(), read(3, OpKind::GetMeta, Read::Meta(None))];
+        assert!(tenure(gone).is_empty());
+        // Written without re-reading the journal under the lease.
+        let v = tenure(vec![meta_read(1, Done), write(2, "running")]);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("without first re-reading"), "{}", v[0].witness);
+        // The wrong status.
+        let v = tenure(vec![meta_read(1, Done), journal(), meta_read(3, Done), write(4, "suspended")]);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(
+            v[0].witness.contains("wrote suspended where its re-read gives stranded, repair to running"),
+            "{}",
+            v[0].witness
+        );
+        // A consistent run rewritten.
+        let v = tenure(vec![meta_read(1, Running), journal(), meta_read(3, Running), write(4, "ok")]);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(
+            v[0].witness.contains("rewrote the meta of a run its re-read gives consistent"),
+            "{}",
+            v[0].witness
+        );
+        // A stranded run left stranded.
+        let v = tenure(vec![meta_read(1, Done), journal(), meta_read(3, Done)]);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("released it without rewriting the meta"), "{}", v[0].witness);
     }
 }
