@@ -36,7 +36,9 @@ use sim::recorded::{RecordedStore, RecordedTranscripts};
 use sim::seed::{rng, Draw};
 use sim::verdict::{required, Required};
 use sim::world::{NodeCtx, Scenario, WorldState};
-use store::engine::{audit_run, repair_run, Engine, RepairAction, RunOptions, Verdict, Worker, Workflow};
+use store::engine::{
+    audit_run, audit_runs, repair_run, Engine, RepairAction, RunAudit, RunOptions, Verdict, Worker, Workflow,
+};
 use store::{
     FaultPoint, JournalEntry, JournalStore, LeasableStore, LocalFuture, MetaLookup, Moment, RunFilter,
     RunMeta, RunStatus, StoreError,
@@ -966,6 +968,9 @@ async fn worker_loop(
     // Its own stream, so the stops drawn (and every other draw) stay as they were.
     let mut wr = rng(sh.seed, "worker-stop-at-write", u64::from(index) << 32 | u64::from(incarnation));
     let mut worker = new_worker();
+    // The heal's audit probes alternate between the per-run audit and the whole-catalog
+    // census (`auditRuns`); a counter, not a draw, so every other stream stays as it was.
+    let mut heal_probes = 0u32;
     // With a solo worker, only node 0 sweeps; the others keep their operator duties.
     let sweeps = !sh.solo_worker || index == 0;
     while !sh.stop.get() {
@@ -1025,11 +1030,13 @@ async fn worker_loop(
         if r.chance(200) && !sh.in_flight(index, incarnation, prune_one(engine, sink, &mut r)).await {
             return;
         }
-        if sh.repairs
-            && (sh.heal.get() || r.chance(150))
-            && !sh.in_flight(index, incarnation, audit_repair(engine, sink, index, incarnation)).await
-        {
-            return;
+        if sh.repairs && (sh.heal.get() || r.chance(150)) {
+            let census = sh.heal.get() && heal_probes % 2 == 1;
+            heal_probes += u32::from(sh.heal.get());
+            if !sh.in_flight(index, incarnation, audit_repair(engine, sink, index, incarnation, census)).await
+            {
+                return;
+            }
         }
         if sh.labels && cr.chance(300) {
             let filter = census_filter(&mut cr, sh, nodes);
@@ -1043,27 +1050,57 @@ async fn worker_loop(
 
 /// The operator probe of `runs audit --repair`, as its own identity: audit every listed
 /// run and repair the meta-behind and stranded ones under a brief lease each (a live
-/// owner is skipped, never raced). `false`: the process died.
-async fn audit_repair(engine: &SimEngine, sink: &FactSink, index: u32, incarnation: u32) -> bool {
+/// owner is skipped, never raced). With `census` the audit is the whole-catalog
+/// `audit_runs` (one listing, each run's journal, the listed status); otherwise a listing,
+/// then each run's own meta and journal. Each audit's report is a fact, and a census ends
+/// with a `Census` fact. `false`: the process died.
+async fn audit_repair(
+    engine: &SimEngine,
+    sink: &FactSink,
+    index: u32,
+    incarnation: u32,
+    census: bool,
+) -> bool {
     let operator = format!("operator-n{index}-i{incarnation}");
     let journal = engine.journal();
     let env = engine.env().clone();
+    let report = |a: &RunAudit| {
+        sink.rec.fact(
+            index,
+            incarnation,
+            &operator,
+            sim::time::now_ns(),
+            FactKind::Audited {
+                run_id: a.run_id.clone(),
+                verdict: verdict_word(a.verdict).to_string(),
+                repair_to: a.repair_to.map(|s| s.to_string()),
+            },
+        )
+    };
     let probe = async {
+        if census {
+            let audits = match audit_runs(journal).await {
+                Ok(audits) => audits,
+                Err(StoreError::Crashed { .. }) => return false,
+                Err(_) => return true,
+            };
+            for a in &audits {
+                report(a);
+            }
+            let runs = audits.len() as u64;
+            sink.rec.fact(index, incarnation, &operator, sim::time::now_ns(), FactKind::Census { runs });
+            for a in audits.iter().filter(|a| a.repair_to.is_some()) {
+                if !repair_one(journal, &env, sink, &a.run_id, &operator).await {
+                    return false;
+                }
+            }
+            return true;
+        }
         let Ok(metas) = journal.list_runs(&RunFilter::default()).await else { return true };
         for meta in metas {
             match audit_run(journal, &meta.run_id).await {
                 Ok(a) => {
-                    sink.rec.fact(
-                        index,
-                        incarnation,
-                        &operator,
-                        sim::time::now_ns(),
-                        FactKind::Audited {
-                            run_id: meta.run_id.clone(),
-                            verdict: verdict_word(a.verdict).to_string(),
-                            repair_to: a.repair_to.map(|s| s.to_string()),
-                        },
-                    );
+                    report(&a);
                     if a.repair_to.is_none() {
                         continue;
                     }
@@ -1071,28 +1108,35 @@ async fn audit_repair(engine: &SimEngine, sink: &FactSink, index: u32, incarnati
                 Err(StoreError::Crashed { .. }) => return false,
                 Err(_) => continue,
             }
-            match repair_run(journal, &env, &meta.run_id, &operator).await {
-                Ok(RepairAction::Failed(e)) => sink.fact(FactKind::Failed {
-                    run_id: meta.run_id.clone(),
-                    what: "repair".into(),
-                    error: e,
-                }),
-                Ok(_) => {}
-                Err(StoreError::Crashed { .. }) => return false,
-                Err(e) => sink.fact(FactKind::Failed {
-                    run_id: meta.run_id.clone(),
-                    what: "repair".into(),
-                    error: e.to_string(),
-                }),
+            if !repair_one(journal, &env, sink, &meta.run_id, &operator).await {
+                return false;
             }
         }
         true
     };
     under_actor(&operator, probe).await
 }
-/// The four terminal statuses.
-const TERMINAL: [RunStatus; 4] =
-    [RunStatus::Ok, RunStatus::Error, RunStatus::Cancelled, RunStatus::Exhausted];
+
+/// One run's repair under the operator's brief lease; a failure other than a crash is a
+/// `Failed` fact. `false`: the process died.
+async fn repair_one(
+    journal: &RecordedStore,
+    env: &Rc<dyn store::Env>,
+    sink: &FactSink,
+    run_id: &str,
+    operator: &str,
+) -> bool {
+    let failed = |error: String| {
+        sink.fact(FactKind::Failed { run_id: run_id.to_string(), what: "repair".into(), error })
+    };
+    match repair_run(journal, env, run_id, operator).await {
+        Ok(RepairAction::Failed(e)) => failed(e),
+        Ok(_) => {}
+        Err(StoreError::Crashed { .. }) => return false,
+        Err(e) => failed(e.to_string()),
+    }
+    true
+}
 
 /// The reconciler's word for a verdict (as `runs audit` prints it).
 fn verdict_word(v: Verdict) -> &'static str {
@@ -1103,6 +1147,10 @@ fn verdict_word(v: Verdict) -> &'static str {
         Verdict::Suspect => "suspect",
     }
 }
+
+/// The four terminal statuses.
+const TERMINAL: [RunStatus; 4] =
+    [RunStatus::Ok, RunStatus::Error, RunStatus::Cancelled, RunStatus::Exhausted];
 
 /// An operator's census filter: a name (a run's label or a workflow's), tags, a `status` and `statuses`, alone or combined,
 /// drawn so that each excludes some runs and matches others (names and tags no run carries

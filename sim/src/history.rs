@@ -376,6 +376,9 @@ pub enum FactKind {
     /// `verdict` (the reconciler's word: `consistent`, `meta-behind`, `stranded`, `suspect`),
     /// with the status a repair would write. Shown in the timeline unless consistent.
     Audited { run_id: String, verdict: String, repair_to: Option<String> },
+    /// The operator's whole-catalog audit (`auditRuns`, this fact's owner) returned, with
+    /// one report per run (the `Audited` facts just before this one).
+    Census { runs: u64 },
     /// The heal began: faults off, every node restarted.
     Healed,
     /// A queue worker (this fact's owner) was told to stop (`Worker::stop`) while it swept.
@@ -758,6 +761,7 @@ impl Recorder {
                 },
             ),
             FactKind::Audited { .. } => (String::new(), String::new()),
+            FactKind::Census { runs } => ("AUDIT CENSUS".to_string(), format!("{runs} runs")),
             FactKind::Healed => ("HEAL".to_string(), "faults off, every node up".to_string()),
             FactKind::WorkerStopped => ("WORKER STOP".to_string(), String::new()),
             FactKind::StoppedSweepReturned => ("WORKER STOPPED SWEEP RETURNED".to_string(), String::new()),

@@ -119,10 +119,14 @@ fn repair_is_sound(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
-/// The meta status and journal that two successful reads returned, as the oracle's views;
-/// `None` when either read did not return, or returned a record the oracle cannot read.
-fn read_state(meta: &Call, load: &Call) -> Option<(Option<Status>, Vec<EntryView>)> {
-    let Some(Read::Meta(m)) = &meta.read else { return None };
+/// The meta status and journal two successful reads returned, as the oracle's views;
+/// `None` when either read did not return (`meta: None`), or returned a record the oracle
+/// cannot read.
+fn read_state(
+    meta: Option<&Option<store::RunMeta>>,
+    load: &Call,
+) -> Option<(Option<Status>, Vec<EntryView>)> {
+    let m = meta?;
     let Some(Read::Entries(entries)) = &load.read else { return None };
     let status = match m {
         None => None,
@@ -133,6 +137,62 @@ fn read_state(meta: &Call, load: &Call) -> Option<(Option<Status>, Vec<EntryView
         .map(|e| EntryView::of_value(serde_json::to_value(e).ok()?))
         .collect::<Option<Vec<_>>>()?;
     Some((status, views))
+}
+
+/// What a meta read returned (`None`: it did not return).
+fn meta_read(c: &Call) -> Option<&Option<store::RunMeta>> {
+    match &c.read {
+        Some(Read::Meta(m)) => Some(m),
+        _ => None,
+    }
+}
+
+/// A census (`facts[i]`, `runs` reports) reported each run of the listing it made exactly
+/// once, and nothing else.
+fn census_is_whole(
+    j: &Judged,
+    i: usize,
+    auditor: &dyn Fn(&crate::history::Fact) -> bool,
+    mine: &dyn Fn(&Call) -> bool,
+    runs: u64,
+    out: &mut Vec<Witness>,
+) {
+    let (calls, facts) = (&j.history.calls, &j.history.facts);
+    let f = &facts[i];
+    let listing =
+        calls[..f.invoked_before.min(calls.len())].iter().rev().find(|c| mine(c) && c.op == OpKind::ListRuns);
+    let Some(listing) = listing else {
+        out.push(Witness::new(format!(
+            "{}'s census at t={} reported {runs} runs without listing the catalog",
+            f.owner,
+            t(f.at_ns)
+        )));
+        return;
+    };
+    let Some(Read::Runs { metas, .. }) = &listing.read else { return };
+    let mut reported: Vec<&str> = facts[..i]
+        .iter()
+        .filter(|g| auditor(g) && g.invoked_before > listing.id)
+        .filter_map(|g| match &g.kind {
+            FactKind::Audited { run_id, .. } => Some(run_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    reported.sort_unstable();
+    let mut listed: Vec<&str> = metas.iter().map(|m| m.run_id.as_str()).collect();
+    listed.sort_unstable();
+    if reported != listed || runs != listed.len() as u64 {
+        out.push(
+            Witness::new(format!(
+                "{}'s census at t={} said {runs} runs and reported [{}] where its listing returned [{}]",
+                f.owner,
+                t(f.at_ns),
+                reported.join(", "),
+                listed.join(", ")
+            ))
+            .on(listing.op, listing.id),
+        );
+    }
 }
 
 /// "meta-behind, repair to running" / "consistent".
@@ -146,24 +206,46 @@ fn said(verdict: &str, repair_to: Option<&str>) -> String {
 fn audits_follow_the_decision_table(j: &Judged, out: &mut Vec<Witness>) {
     let calls = &j.history.calls;
     let facts = &j.history.facts;
-    // The reports: each judged against the reads its audit made since the auditor's
-    // previous report.
+    // The reports: each judged against the auditor's latest reads of the run since its
+    // previous report of that run (the listing's record of the run counts as a meta read:
+    // the whole-catalog audit classifies each run by its listed status).
     for (i, f) in facts.iter().enumerate() {
-        let FactKind::Audited { run_id, verdict, repair_to } = &f.kind else { continue };
-        let same = |g: &crate::history::Fact| {
+        let auditor = |g: &crate::history::Fact| {
             (g.node, g.incarnation, g.owner.as_str()) == (f.node, f.incarnation, f.owner.as_str())
-                && matches!(g.kind, FactKind::Audited { .. })
         };
-        let from = facts[..i].iter().rev().find(|g| same(g)).map_or(0, |g| g.invoked_before);
-        let window = &calls[from.min(calls.len())..f.invoked_before.min(calls.len())];
-        let mine = |c: &Call, op: OpKind| {
-            c.op == op
-                && c.run_id == *run_id
-                && (c.node, c.incarnation) == (f.node, f.incarnation)
+        let mine = |c: &Call| {
+            (c.node, c.incarnation) == (f.node, f.incarnation)
                 && c.args.actor.as_deref() == Some(f.owner.as_str())
         };
-        let meta = window.iter().rev().find(|c| mine(c, OpKind::GetMeta));
-        let load = window.iter().rev().find(|c| mine(c, OpKind::Load));
+        let before = &calls[..f.invoked_before.min(calls.len())];
+        let (run_id, verdict, repair_to) = match &f.kind {
+            FactKind::Audited { run_id, verdict, repair_to } => (run_id, verdict, repair_to),
+            FactKind::Census { runs } => {
+                census_is_whole(j, i, &auditor, &mine, *runs, out);
+                continue;
+            }
+            _ => continue,
+        };
+        let from = facts[..i]
+            .iter()
+            .rev()
+            .find(|g| auditor(g) && matches!(&g.kind, FactKind::Audited { run_id: r, .. } if r == run_id))
+            .map_or(0, |g| g.invoked_before);
+        let window = &before[from.min(before.len())..];
+        let load = window.iter().rev().find(|c| mine(c) && c.op == OpKind::Load && c.run_id == *run_id);
+        let meta = window.iter().rev().find_map(|c| {
+            if !mine(c) {
+                return None;
+            }
+            match (&c.op, &c.read) {
+                (OpKind::GetMeta, Some(Read::Meta(m))) if c.run_id == *run_id => Some(Some(m.clone())),
+                (OpKind::GetMeta, None) if c.run_id == *run_id => Some(None),
+                (OpKind::ListRuns, Some(Read::Runs { metas, .. })) => {
+                    metas.iter().find(|m| m.run_id == *run_id).map(|m| Some(Some(m.clone())))
+                }
+                _ => None,
+            }
+        });
         let (Some(meta), Some(load)) = (meta, load) else {
             out.push(Witness::new(format!(
                 "run {run_id}: {}'s audit at t={} reported {} without reading the run's meta row and journal",
@@ -173,7 +255,7 @@ fn audits_follow_the_decision_table(j: &Judged, out: &mut Vec<Witness>) {
             )));
             continue;
         };
-        let Some((status, entries)) = read_state(meta, load) else { continue };
+        let Some((status, entries)) = read_state(meta.as_ref(), load) else { continue };
         let want = audit(status, &entries);
         let want_to = want.repair_to.map(Status::word);
         if want.verdict.word() != verdict || want_to != repair_to.as_deref() {
@@ -240,7 +322,7 @@ fn audits_follow_the_decision_table(j: &Judged, out: &mut Vec<Witness>) {
                 continue;
             }
         };
-        let Some((status, entries)) = read_state(tenure[a], tenure[b]) else {
+        let Some((status, entries)) = read_state(meta_read(tenure[a]), tenure[b]) else {
             if let Some(w) = write {
                 out.push(
                     Witness::new(format!(
@@ -531,5 +613,66 @@ mod tests {
         let v = tenure(vec![meta_read(1, Done), journal(), meta_read(3, Done)]);
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].witness.contains("released it without rewriting the meta"), "{}", v[0].witness);
+    }
+
+    /// A census by `op`: one listing of `listed` runs (each `ok`, over the live-after-settle
+    /// journal), a load of each, then one report per run in `reported` and the `Census` fact.
+    fn census(listed: &[&str], reported: &[&str], runs: u64) -> Vec<Witness> {
+        let metas: Vec<store::RunMeta> =
+            listed.iter().map(|r| testkit::meta_record(r, store::RunStatus::Ok)).collect();
+        let mut list = read(0, OpKind::ListRuns, Read::Runs { filter: store::RunFilter::default(), metas });
+        list.run_id = String::new();
+        let mut calls = vec![list];
+        for r in listed {
+            let mut load = read(calls.len(), OpKind::Load, Read::Entries(live_after_settle()));
+            load.run_id = (*r).into();
+            calls.push(load);
+        }
+        let fact = |kind: FactKind| crate::history::Fact {
+            at_ns: 0,
+            applied_before: 0,
+            node: 0,
+            incarnation: 0,
+            owner: "op".into(),
+            invoked_before: listed.len() + 1,
+            kind,
+        };
+        let mut facts: Vec<_> = reported
+            .iter()
+            .map(|r| {
+                fact(FactKind::Audited {
+                    run_id: (*r).into(),
+                    verdict: "stranded".into(),
+                    repair_to: Some("running".into()),
+                })
+            })
+            .collect();
+        facts.push(fact(FactKind::Census { runs }));
+        let h = History { calls, facts, ..History::default() };
+        testkit::judge(&h, audits_follow_the_decision_table)
+    }
+
+    #[test]
+    fn a_census_reports_each_listed_run_once_from_its_listed_status() {
+        // Each listed run classified by its listed status (ok over live work: stranded).
+        assert!(census(&["a", "b"], &["a", "b"], 2).is_empty());
+        let v = census(&["a", "b"], &["a"], 1);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("reported [a] where its listing returned [a, b]"), "{}", v[0].witness);
+        // A run reported twice: the second report read nothing since the first.
+        let v = census(&["a", "b"], &["a", "b", "b"], 3);
+        assert!(v.iter().any(|w| w.witness.contains("reported [a, b, b]")), "{v:?}");
+        assert!(
+            v.iter().any(|w| w.witness.contains("run b") && w.witness.contains("without reading")),
+            "{v:?}"
+        );
+        let v = census(&["a", "b"], &["a", "b"], 3);
+        assert!(v[0].witness.contains("said 3 runs"), "{}", v[0].witness);
+        // A run reported that was never loaded.
+        let v = census(&["a"], &["a", "c"], 2);
+        assert!(
+            v.iter().any(|w| w.witness.contains("run c") && w.witness.contains("without reading")),
+            "{v:?}"
+        );
     }
 }
