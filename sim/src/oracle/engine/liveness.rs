@@ -134,6 +134,87 @@ fn a_holder_left_alone_keeps_its_lease(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const RENEWS_KEEP_THE_CADENCE: Property = Property {
+        name: "renews_keep_the_cadence",
+        expectation: Expectation::Always,
+        claim: "An engine holder renews its grant on rulvar's cadence, max(1, floor(ttl/3)) ms: its first renew of a grant comes no sooner than one cadence after the acquire returned, and each next renew of the same grant by the same process comes one cadence after the previous one returned (within the 1 ms the simulator's clock creeps), later only when a fault of that process (a stall, a pause) fell in between.",
+        not_checked: "Whether a holder renews at all before its grant lapses (`a_holder_left_alone_keeps_its_lease` judges the lapse); brief leases that never renew (retention, repair, prune, resolution); store-level actors; runs without an observed ttl.",
+        check: renews_keep_the_cadence,
+};
+
+fn renews_keep_the_cadence(j: &Judged, out: &mut Vec<Witness>) {
+    let Some(ttl) = j.expect.ttl_ms else { return };
+    let cadence_ns = (ttl / 3).max(1) * 1_000_000;
+    let runs = engine_runs(j);
+    let calls = &j.history.calls;
+    // Renews per (process, lease), in invocation order, with the grant they renew.
+    let mut series: BTreeMap<(u32, u32, &str, &str, u64), Vec<&Call>> = BTreeMap::new();
+    for c in calls.iter().filter(|c| c.op == OpKind::Renew && runs.contains(c.run_id.as_str())) {
+        let Some(l) = &c.lease else { continue };
+        series
+            .entry((c.node, c.incarnation, l.run_id.as_str(), l.owner.as_str(), l.epoch.0))
+            .or_default()
+            .push(c);
+    }
+    let faulted = |node: u32, from: u64, to: u64| {
+        j.history.faults.iter().any(|f| {
+            f.node == node
+                && f.kind != FaultKind::Yield
+                && f.at_ns <= to
+                && f.until_ns.is_none_or(|u| u >= from)
+        })
+    };
+    for ((node, incarnation, run, owner, epoch), renews) in series {
+        let grant = calls.iter().find(|g| {
+            g.op == OpKind::Acquire
+                && (g.node, g.incarnation) == (node, incarnation)
+                && g.granted
+                    .as_ref()
+                    .is_some_and(|l| l.run_id == run && l.owner == owner && l.epoch.0 == epoch)
+        });
+        let first = renews[0];
+        if let Some(returned) = grant.and_then(|g| g.returned_ns) {
+            if first.invoked_ns < returned + cadence_ns {
+                out.push(
+                    Witness::new(format!(
+                        "run {run}: {} renewed epoch {epoch} at t={}, {}ms after its acquire returned at t={}, sooner than the cadence of {}ms",
+                        who(first),
+                        t(first.invoked_ns),
+                        (first.invoked_ns - returned) / 1_000_000,
+                        t(returned),
+                        cadence_ns / 1_000_000
+                    ))
+                    .on(first.op, first.id),
+                );
+            }
+        }
+        for w in renews.windows(2) {
+            let (prev, next) = (w[0], w[1]);
+            let Some(back) = prev.returned_ns else { continue };
+            let gap = next.invoked_ns.saturating_sub(back);
+            // The simulator's clock creeps a few microseconds per step: a renew within one
+            // ms after the cadence is on time.
+            let on_time = (cadence_ns..=cadence_ns + 1_000_000).contains(&gap);
+            let late = gap > cadence_ns && faulted(node, back, next.invoked_ns);
+            if on_time || late || !prev.outcome.is_ok() {
+                continue;
+            }
+            out.push(
+                Witness::new(format!(
+                    "run {run}: {} renewed epoch {epoch} at t={}, {}ms after its previous renew returned at t={}, where the cadence is {}ms{}",
+                    who(next),
+                    t(next.invoked_ns),
+                    gap as f64 / 1e6,
+                    t(back),
+                    cadence_ns / 1_000_000,
+                    if gap > cadence_ns { " and its process met no fault in between" } else { "" }
+                ))
+                .on(next.op, next.id),
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -216,5 +297,52 @@ mod tests {
         refused.seen_at = Some(h.h.applied_count);
         h.h.calls.push(refused);
         assert!(h.judge("a_holder_left_alone_keeps_its_lease").is_empty(), "superseded");
+    }
+
+    /// Run `r`: node 0 acquires (returning at t=1ms), then renews at each of `at` (ms), each
+    /// renew returning 1 ms after it was asked, its process stalled over `stall` (ms) if
+    /// given; judged with a ttl of 300 ms (cadence 100 ms).
+    fn renews(at: &[u64], stall: Option<(u64, u64)>) -> Vec<crate::oracle::Violation> {
+        use crate::history::{FaultKind, FaultRec, OpKind};
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "w", "r", 1);
+        for &ms in at {
+            h.now_ms = ms as i64 - 1;
+            h.push(0, OpKind::Renew, "r", Some(a.clone()), Default::default(), None);
+            let c = h.h.calls.last_mut().expect("pushed");
+            c.returned_ns = Some((ms + 1) * 1_000_000);
+        }
+        if let Some((from, to)) = stall {
+            h.h.faults.push(FaultRec {
+                at_ns: from * 1_000_000,
+                node: 0,
+                point: store::FaultPoint::WorkerDriveBeforeRenew,
+                kind: FaultKind::Stall,
+                call: None,
+                run_id: Some("r".into()),
+                until_ns: Some(to * 1_000_000),
+            });
+        }
+        let expect = crate::oracle::Expect { ttl_ms: Some(300), ..Default::default() };
+        let j = crate::oracle::model::Judged::build(&h.h, &h.fin, expect);
+        let p = crate::oracle::all_properties().find(|p| p.name == "renews_keep_the_cadence").expect("known");
+        p.judge(&j)
+    }
+
+    #[test]
+    fn a_renew_off_the_cadence_is_caught() {
+        // On the cadence: 100 ms after the acquire returned, then 100 ms after each return.
+        assert!(renews(&[101, 202, 303], None).is_empty());
+        // Half the ttl between renews.
+        let v = renews(&[101, 252], None);
+        assert!(v.len() == 1 && v[0].witness.contains("150ms after its previous renew"), "{v:?}");
+        // Too soon after the acquire.
+        let v = renews(&[60], None);
+        assert!(v.len() == 1 && v[0].witness.contains("sooner than the cadence"), "{v:?}");
+        // Late with no fault is caught; late behind a stall of the process is not; a stall
+        // of the process before the previous renew returned excuses nothing.
+        assert_eq!(renews(&[101, 302], None).len(), 1);
+        assert!(renews(&[101, 302], Some((150, 250))).is_empty());
+        assert_eq!(renews(&[101, 302], Some((20, 90))).len(), 1);
     }
 }

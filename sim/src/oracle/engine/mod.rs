@@ -67,6 +67,7 @@ pub const ALL: &[Property] = &[
     progress::A_HOLDER_APPENDS_ABOVE_ITS_JOURNAL,
     liveness::ALL_RUNS_SETTLE_AFTER_HEAL,
     liveness::A_HOLDER_LEFT_ALONE_KEEPS_ITS_LEASE,
+    liveness::RENEWS_KEEP_THE_CADENCE,
     workers::A_STOPPED_WORKER_TAKES_NO_RUN,
     workers::A_SWEEP_TRIES_EVERY_CANDIDATE,
     workers::A_PARKED_RUN_STAYS_PARKED,
