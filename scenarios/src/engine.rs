@@ -941,6 +941,13 @@ async fn submit(engine: &SimEngine, sink: &FactSink, spec: &RunSpec, ttl: u64, r
             }
         }
         sink.submitted(&spec.run_id, &spec.workflow);
+        if spec.options.name.is_some() || spec.options.tags.is_some() {
+            sink.fact(FactKind::Labelled {
+                run_id: spec.run_id.clone(),
+                name: spec.options.name.clone(),
+                tags: spec.options.tags.clone(),
+            });
+        }
         let r = engine.run_with(&spec.run_id, &spec.workflow, &spec.options).await;
         sink.settled(&spec.run_id, "run", &r);
         match r {

@@ -354,6 +354,9 @@ pub struct PointStats {
 pub enum FactKind {
     /// A run was started by its host (a fresh `engine.run`), with its workflow's name.
     Submitted { run_id: String, workflow: String },
+    /// The run its host is starting (the `Submitted` fact just before) was given this name
+    /// and these tags (`engine.run(wf, {name, tags})`). Not shown in the timeline.
+    Labelled { run_id: String, name: Option<String>, tags: Option<Vec<String>> },
     /// A host explicitly resumed a run it had seen terminal (a user's retry), passing
     /// `workflow` (by name): it may recreate a run deleted in the meantime.
     Resumed { run_id: String, workflow: String },
@@ -765,7 +768,9 @@ impl Recorder {
             FactKind::Healed => ("HEAL".to_string(), "faults off, every node up".to_string()),
             FactKind::WorkerStopped => ("WORKER STOP".to_string(), String::new()),
             FactKind::StoppedSweepReturned => ("WORKER STOPPED SWEEP RETURNED".to_string(), String::new()),
-            FactKind::SweepBegan | FactKind::SweepEnded => (String::new(), String::new()),
+            FactKind::SweepBegan | FactKind::SweepEnded | FactKind::Labelled { .. } => {
+                (String::new(), String::new())
+            }
         };
         if !op.is_empty() {
             let node_col = if matches!(kind, FactKind::Healed) { None } else { Some(node) };

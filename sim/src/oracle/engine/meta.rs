@@ -337,6 +337,58 @@ fn a_segment_writes_one_record(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const A_RUN_CARRIES_ITS_LABELS: Property = Property {
+        name: "a_run_carries_its_labels",
+        expectation: Expectation::Always,
+        claim: "A run its host starts with a name and tags (`engine.run(wf, {name, tags})`, a `Labelled` fact) is booted with exactly those: the first meta write the host's segment makes for it records that name and those tags (docs/engine-model.md 1.3). Later writes must carry them on (`recorded_fields_carried`, `a_segment_writes_one_record`).",
+        not_checked: "Starts that never reached their boot meta write (refused, crashed before it); runs started without labels.",
+        check: a_run_carries_its_labels,
+};
+
+fn a_run_carries_its_labels(j: &Judged, out: &mut Vec<Witness>) {
+    let calls = &j.history.calls;
+    for f in &j.history.facts {
+        let FactKind::Labelled { run_id, name, tags } = &f.kind else { continue };
+        let host = f.owner.as_str();
+        let boot = calls[f.invoked_before.min(calls.len())..].iter().find(|c| {
+            c.op == OpKind::PutMeta
+                && c.run_id == *run_id
+                && (c.node, c.incarnation) == (f.node, f.incarnation)
+                && (c.lease.as_ref().is_some_and(|l| l.owner == host)
+                    || c.args.actor.as_deref() == Some(host))
+        });
+        let Some(boot) = boot else { continue };
+        // A later start of the same run by the same host is its own attempt.
+        let restarted = j.history.facts.iter().any(|g| {
+            (g.node, g.incarnation, g.owner.as_str()) == (f.node, f.incarnation, host)
+                && g.invoked_before > f.invoked_before
+                && g.invoked_before <= boot.id
+                && matches!(&g.kind, FactKind::Labelled { run_id: r, .. } if r == run_id)
+        });
+        let Some(m) = meta_of(boot) else { continue };
+        if restarted || (m.name.as_ref() == name.as_ref() && m.tags.as_ref() == tags.as_ref()) {
+            continue;
+        }
+        let show = |n: Option<&String>, tags: Option<&Vec<String>>| {
+            format!(
+                "name {} and tags {}",
+                n.map_or("absent".to_string(), |n| format!("{n:?}")),
+                tags.map_or("absent".to_string(), |tags| format!("{tags:?}"))
+            )
+        };
+        out.push(Witness {
+            witness: format!(
+                "run {run_id}: {host} started it with {}, but its boot meta write at t={} records {}",
+                show(name.as_ref(), tags.as_ref()),
+                t(boot.invoked_ns),
+                show(m.name.as_ref(), m.tags.as_ref())
+            ),
+            op: Some(boot.op.as_str()),
+            call: Some(boot.id),
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -530,5 +582,29 @@ mod tests {
         h.meta(2, Some(&c), "r", RunStatus::Running, 2);
         assert_eq!(h.judge("every_boot_bumps_segments").len(), 1);
         assert!(h.judge("segments_never_regress").is_empty(), "equal is no regression");
+    }
+
+    /// A host labels run `r` (name "n", tags ["a", "b"]) and boots it with the record `more`.
+    fn labelled_boot(more: serde_json::Value) -> Vec<crate::oracle::Violation> {
+        let mut h = HistoryBuilder::engine_run();
+        let labels = FactKind::Labelled {
+            run_id: "r".into(),
+            name: Some("n".into()),
+            tags: Some(vec!["a".into(), "b".into()]),
+        };
+        h.fact(0, "host", labels);
+        let a = h.acquire(0, "host", "r", 1);
+        h.meta_with(0, Some(&a), "r", RunStatus::Running, 1, more);
+        h.judge("a_run_carries_its_labels")
+    }
+
+    #[test]
+    fn a_boot_that_drops_or_changes_its_labels_is_caught() {
+        use serde_json::json;
+        assert!(labelled_boot(json!({"name": "n", "tags": ["a", "b"]})).is_empty());
+        let v = labelled_boot(json!({"name": "n"}));
+        assert!(v.len() == 1 && v[0].witness.contains("records name \"n\" and tags absent"), "{v:?}");
+        assert_eq!(labelled_boot(json!({"name": "m", "tags": ["a", "b"]})).len(), 1);
+        assert_eq!(labelled_boot(json!({"name": "n", "tags": ["b", "a"]})).len(), 1);
     }
 }
