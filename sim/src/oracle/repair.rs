@@ -32,7 +32,7 @@ pub const ALL: &[Property] = &[Property {
 }, Property {
     name: "audits_follow_the_decision_table",
     expectation: Expectation::Always,
-    claim: "What the operator's audit reports of a run (its verdict and repair target) is the decision table (7.1) applied to the meta row and journal that audit read. A repair under its brief lease decides from what it re-read under that lease: it rewrites the meta exactly when the table names a repair and the run still has a meta row, to that status, and never without having read the journal under the lease.",
+    claim: "What the operator's audit reports of a run (its verdict and repair target) is the decision table (7.1) applied to the meta row and journal that audit read. A repair under its brief lease decides from what it re-read under that lease: it rewrites the meta exactly when the table names a repair and the run still has a meta row, to that status, and never without having read the journal under the lease. A whole-catalog census lists with no filter and reports each listed run exactly once.",
     not_checked: "Audits a crash cut short (no report, or a brief lease never released); whether the probe ran at all (a coverage matter); reads that failed (the audit then reports nothing).",
     check: audits_follow_the_decision_table,
 }];
@@ -147,8 +147,8 @@ fn meta_read(c: &Call) -> Option<&Option<store::RunMeta>> {
     }
 }
 
-/// A census (`facts[i]`, `runs` reports) reported each run of the listing it made exactly
-/// once, and nothing else.
+/// A census (`facts[i]`, `runs` reports) listed the whole catalog (no filter) and reported
+/// each run of that listing exactly once, and nothing else.
 fn census_is_whole(
     j: &Judged,
     i: usize,
@@ -169,7 +169,18 @@ fn census_is_whole(
         )));
         return;
     };
-    let Some(Read::Runs { metas, .. }) = &listing.read else { return };
+    let Some(Read::Runs { metas, filter }) = &listing.read else { return };
+    if filter.status.is_some() || filter.statuses.is_some() || filter.name.is_some() || filter.tags.is_some()
+    {
+        out.push(
+            Witness::new(format!(
+                "{}'s census at t={} listed the catalog through a filter ({filter:?}): runs it excludes are never audited",
+                f.owner,
+                t(f.at_ns)
+            ))
+            .on(listing.op, listing.id),
+        );
+    }
     let mut reported: Vec<&str> = facts[..i]
         .iter()
         .filter(|g| auditor(g) && g.invoked_before > listing.id)
@@ -668,6 +679,34 @@ mod tests {
         );
         let v = census(&["a", "b"], &["a", "b"], 3);
         assert!(v[0].witness.contains("said 3 runs"), "{}", v[0].witness);
+        // A census through a filter.
+        let metas = vec![testkit::meta_record("a", store::RunStatus::Ok)];
+        let filter = store::RunFilter { status: Some(store::RunStatus::Ok), ..store::RunFilter::default() };
+        let mut list = read(0, OpKind::ListRuns, Read::Runs { filter, metas });
+        list.run_id = String::new();
+        let mut load = read(1, OpKind::Load, Read::Entries(live_after_settle()));
+        load.run_id = "a".into();
+        let fact = |kind: FactKind| crate::history::Fact {
+            at_ns: 0,
+            applied_before: 0,
+            node: 0,
+            incarnation: 0,
+            owner: "op".into(),
+            invoked_before: 2,
+            kind,
+        };
+        let audited = FactKind::Audited {
+            run_id: "a".into(),
+            verdict: "stranded".into(),
+            repair_to: Some("running".into()),
+        };
+        let h = History {
+            calls: vec![list, load],
+            facts: vec![fact(audited), fact(FactKind::Census { runs: 1 })],
+            ..History::default()
+        };
+        let v = testkit::judge(&h, audits_follow_the_decision_table);
+        assert!(v.len() == 1 && v[0].witness.contains("through a filter"), "{v:?}");
         // A run reported that was never loaded.
         let v = census(&["a"], &["a", "c"], 2);
         assert!(
