@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use sim::actors::engine::{FactSink, LedgerEffects};
 use sim::history::FinalState;
-use sim::history::{under_actor, FactKind, History};
+use sim::history::{under_actor, AuditedCounts, FactKind, History};
 use sim::ledger::{catalog_workflows, resolution_value};
 use sim::oracle::Violation;
 use sim::plan::{FaultProfile, Knobs, Plan};
@@ -1081,6 +1081,13 @@ async fn audit_repair(
                 run_id: a.run_id.clone(),
                 verdict: verdict_word(a.verdict).to_string(),
                 repair_to: a.repair_to.map(|s| s.to_string()),
+                counts: AuditedCounts {
+                    journal_entries: a.journal_entries as u64,
+                    journal_settle: a.journal_settle.map(|s| s.to_string()),
+                    entries_after_settle: a.entries_after_settle as u64,
+                    dangling_dispatches: a.dangling_dispatches as u64,
+                    open_suspensions: a.open_suspensions as u64,
+                },
             },
         )
     };

@@ -377,8 +377,9 @@ pub enum FactKind {
     Failed { run_id: String, what: String, error: String },
     /// The operator's audit (`runs audit`, this fact's owner) reported run `run_id` as
     /// `verdict` (the reconciler's word: `consistent`, `meta-behind`, `stranded`, `suspect`),
-    /// with the status a repair would write. Shown in the timeline unless consistent.
-    Audited { run_id: String, verdict: String, repair_to: Option<String> },
+    /// with the status a repair would write, and the counts the report prints beside them.
+    /// Shown in the timeline unless consistent.
+    Audited { run_id: String, verdict: String, repair_to: Option<String>, counts: AuditedCounts },
     /// The operator's whole-catalog audit (`auditRuns`, this fact's owner) returned, with
     /// one report per run (the `Audited` facts just before this one).
     Census { runs: u64 },
@@ -392,6 +393,19 @@ pub enum FactKind {
     SweepBegan,
     /// That sweep returned (not by a crash). Not shown in the timeline.
     SweepEnded,
+}
+
+/// The counts an audit report prints beside its verdict (rulvar's `RunStateAudit`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct AuditedCounts {
+    pub journal_entries: u64,
+    /// The last journaled `run_settle`'s status.
+    pub journal_settle: Option<String>,
+    pub entries_after_settle: u64,
+    /// `running` entries no entry references (whole journal).
+    pub dangling_dispatches: u64,
+    /// `external`/`approval` suspensions with no resolution or abandon (whole journal).
+    pub open_suspensions: u64,
 }
 
 /// One engine fact.
@@ -756,7 +770,7 @@ impl Recorder {
                 (format!("SETTLED {run_id} segment={segment}"), status.clone())
             }
             FactKind::Failed { run_id, what, error } => (format!("FAILED {what} {run_id}"), error.clone()),
-            FactKind::Audited { run_id, verdict, repair_to } if verdict != "consistent" => (
+            FactKind::Audited { run_id, verdict, repair_to, .. } if verdict != "consistent" => (
                 format!("AUDIT {run_id}"),
                 match repair_to {
                     Some(to) => format!("{verdict}, repair to {to}"),

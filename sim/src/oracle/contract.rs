@@ -336,6 +336,19 @@ pub struct Audit {
     pub reason: String,
     /// What a repair rewrites the meta status to (meta-behind and stranded only).
     pub repair_to: Option<Status>,
+    /// What the report also counts: the last journaled settle's status, the entries after
+    /// it, the dangling dispatches and the open suspensions (both over the whole journal).
+    pub counts: AuditCounts,
+}
+
+/// The counts an audit report carries beside its verdict (docs/engine-model.md 7.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AuditCounts {
+    pub entries: usize,
+    pub settle: Option<Status>,
+    pub after_settle: usize,
+    pub dangling: usize,
+    pub open: usize,
 }
 
 /// A dispatch no entry references: a `running` entry whose seq no entry's `ref` names
@@ -359,7 +372,17 @@ pub fn audit(meta: Option<Status>, entries: &[EntryView]) -> Audit {
     let open = entries.iter().filter(|e| open_suspension(e, entries)).count();
     let dangling_all = entries.iter().filter(|e| dangling(e, entries)).count();
     let settle = last_run_settle(entries);
-    let done = |verdict: Verdict, reason: String| Audit { verdict, reason, repair_to: None };
+    let after_settle = settle.map_or(0, |(seq, _)| {
+        entries.len() - entries.iter().position(|e| e.seq == seq).map_or(entries.len(), |i| i + 1)
+    });
+    let counts = AuditCounts {
+        entries: entries.len(),
+        settle: settle.map(|(_, s)| s),
+        after_settle,
+        dangling: dangling_all,
+        open,
+    };
+    let done = |verdict: Verdict, reason: String| Audit { verdict, reason, repair_to: None, counts };
     let Some(meta) = meta else {
         return if entries.is_empty() {
             done(Verdict::Consistent, "no journal and no meta row".into())

@@ -21,7 +21,7 @@ use serde_json::Value;
 use super::contract::{audit, EntryView, MetaView, Status, Verdict};
 use super::model::{t, who, Judged};
 use super::{Expectation, Property, Witness};
-use crate::history::{Call, FactKind, OpKind, Read};
+use crate::history::{AuditedCounts, Call, FactKind, OpKind, Read};
 
 pub const ALL: &[Property] = &[Property {
     name: "repair_is_sound",
@@ -206,6 +206,18 @@ fn census_is_whole(
     }
 }
 
+/// "5 entries, settle ok, 1 after it, 0 dangling, 1 open".
+fn show_counts(c: &AuditedCounts) -> String {
+    format!(
+        "{} entries, settle {}, {} after it, {} dangling, {} open",
+        c.journal_entries,
+        c.journal_settle.as_deref().unwrap_or("none"),
+        c.entries_after_settle,
+        c.dangling_dispatches,
+        c.open_suspensions
+    )
+}
+
 /// "meta-behind, repair to running" / "consistent".
 fn said(verdict: &str, repair_to: Option<&str>) -> String {
     match repair_to {
@@ -229,8 +241,8 @@ fn audits_follow_the_decision_table(j: &Judged, out: &mut Vec<Witness>) {
                 && c.args.actor.as_deref() == Some(f.owner.as_str())
         };
         let before = &calls[..f.invoked_before.min(calls.len())];
-        let (run_id, verdict, repair_to) = match &f.kind {
-            FactKind::Audited { run_id, verdict, repair_to } => (run_id, verdict, repair_to),
+        let (run_id, verdict, repair_to, counts) = match &f.kind {
+            FactKind::Audited { run_id, verdict, repair_to, counts } => (run_id, verdict, repair_to, counts),
             FactKind::Census { runs } => {
                 census_is_whole(j, i, &auditor, &mine, *runs, out);
                 continue;
@@ -269,6 +281,28 @@ fn audits_follow_the_decision_table(j: &Judged, out: &mut Vec<Witness>) {
         let Some((status, entries)) = read_state(meta.as_ref(), load) else { continue };
         let want = audit(status, &entries);
         let want_to = want.repair_to.map(Status::word);
+        let c = &want.counts;
+        let want_counts = AuditedCounts {
+            journal_entries: c.entries as u64,
+            journal_settle: c.settle.map(|s| s.word().to_string()),
+            entries_after_settle: c.after_settle as u64,
+            dangling_dispatches: c.dangling as u64,
+            open_suspensions: c.open as u64,
+        };
+        if *counts != want_counts {
+            out.push(
+                Witness::new(format!(
+                    "run {run_id}: {}'s audit at t={} counted {} where its reads (meta {}, a journal of {} entries) give {}",
+                    f.owner,
+                    t(f.at_ns),
+                    show_counts(counts),
+                    status.map_or("absent".to_string(), |s| s.to_string()),
+                    entries.len(),
+                    show_counts(&want_counts)
+                ))
+                .on(load.op, load.id),
+            );
+        }
         if want.verdict.word() != verdict || want_to != repair_to.as_deref() {
             out.push(
                 Witness::new(format!(
@@ -494,6 +528,28 @@ mod tests {
         verdict: &str,
         repair_to: Option<&str>,
     ) -> Vec<Witness> {
+        report_counted(status, journal, verdict, repair_to, &live_counts())
+    }
+
+    /// The counts the audit of [`live_after_settle`] reports.
+    fn live_counts() -> AuditedCounts {
+        AuditedCounts {
+            journal_entries: 4,
+            journal_settle: Some("ok".into()),
+            entries_after_settle: 1,
+            dangling_dispatches: 1,
+            open_suspensions: 0,
+        }
+    }
+
+    /// As [`report`], with the counts the report carries.
+    fn report_counted(
+        status: store::RunStatus,
+        journal: Vec<store::JournalEntry>,
+        verdict: &str,
+        repair_to: Option<&str>,
+        counts: &AuditedCounts,
+    ) -> Vec<Witness> {
         let calls = vec![
             read(0, OpKind::GetMeta, Read::Meta(Some(testkit::meta_record("r", status)))),
             read(1, OpKind::Load, Read::Entries(journal)),
@@ -511,6 +567,7 @@ mod tests {
                     run_id: "r".into(),
                     verdict: verdict.into(),
                     repair_to: repair_to.map(String::from),
+                    counts: counts.clone(),
                 },
             }],
             ..History::default()
@@ -532,6 +589,15 @@ mod tests {
         assert_eq!(v.len(), 1, "{v:?}");
         let v = report(Done, live_after_settle(), "stranded", Some("suspended"));
         assert_eq!(v.len(), 1, "{v:?}");
+        // The right verdict with a miscount: the first dispatch counted dangling too.
+        let miscounted = AuditedCounts { dangling_dispatches: 2, ..live_counts() };
+        let v = report_counted(Done, live_after_settle(), "stranded", Some("running"), &miscounted);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(
+            v[0].witness.contains("counted 4 entries, settle ok, 1 after it, 2 dangling, 0 open where"),
+            "{}",
+            v[0].witness
+        );
         // A report the auditor never read for.
         let mut h = History::default();
         h.facts.push(crate::history::Fact {
@@ -541,7 +607,12 @@ mod tests {
             incarnation: 0,
             owner: "op".into(),
             invoked_before: 0,
-            kind: FactKind::Audited { run_id: "r".into(), verdict: "consistent".into(), repair_to: None },
+            kind: FactKind::Audited {
+                run_id: "r".into(),
+                verdict: "consistent".into(),
+                repair_to: None,
+                counts: AuditedCounts::default(),
+            },
         });
         let v = testkit::judge(&h, audits_follow_the_decision_table);
         assert_eq!(v.len(), 1, "{v:?}");
@@ -655,6 +726,7 @@ mod tests {
                     run_id: (*r).into(),
                     verdict: "stranded".into(),
                     repair_to: Some("running".into()),
+                    counts: live_counts(),
                 })
             })
             .collect();
@@ -699,6 +771,7 @@ mod tests {
             run_id: "a".into(),
             verdict: "stranded".into(),
             repair_to: Some("running".into()),
+            counts: live_counts(),
         };
         let h = History {
             calls: vec![list, load],
