@@ -659,15 +659,7 @@ mod tests {
         let h = History {
             applied_count: calls.len(),
             calls,
-            marks: vec![crate::history::Mark {
-                point: "worker.retention.after_acquire",
-                node: 0,
-                incarnation: 0,
-                run_id: "r".into(),
-                epoch: Some(2),
-                applied_before: 1,
-                invoked_before: 1,
-            }],
+            marks: vec![crate::oracle::testkit::mark("worker.retention.after_acquire", 2, 1)],
             ..History::default()
         };
         let fin = FinalState::default();

@@ -353,53 +353,49 @@ fn audits_follow_the_decision_table(j: &Judged, out: &mut Vec<Witness>) {
         });
         let holder = who(grant);
         let at = t(Judged::applied_ns(grant));
+        // "run r: n0 (op)'s audit repair under the brief lease of t=1.0s <what>".
+        let said_of = |what: String| {
+            format!("run {run}: {holder}'s audit repair under the brief lease of t={at} {what}")
+        };
+        let at_write = |w: usize, what: String| Witness::new(said_of(what)).on(tenure[w].op, tenure[w].id);
         let (a, b) = match reread {
             Some((a, b)) if write.is_none_or(|w| b < w) => (a, b),
             _ => {
                 if let Some(w) = write {
-                    out.push(
-                        Witness::new(format!(
-                            "run {run}: {holder}'s audit repair under the brief lease of t={at} wrote the meta without first re-reading the meta row and the journal under that lease"
-                        ))
-                        .on(tenure[w].op, tenure[w].id),
-                    );
+                    let what = "wrote the meta without first re-reading the meta row and the journal under that lease";
+                    out.push(at_write(w, what.into()));
                 }
                 continue;
             }
         };
         let Some((status, entries)) = read_state(meta_read(tenure[a]), tenure[b]) else {
             if let Some(w) = write {
-                out.push(
-                    Witness::new(format!(
-                        "run {run}: {holder}'s audit repair under the brief lease of t={at} wrote the meta though its re-read under that lease failed"
-                    ))
-                    .on(tenure[w].op, tenure[w].id),
-                );
+                out.push(at_write(w, "wrote the meta though its re-read under that lease failed".into()));
             }
             continue;
         };
         let want = audit(status, &entries);
         match (want.repair_to, write) {
-            (None, Some(w)) => out.push(
-                Witness::new(format!(
-                    "run {run}: {holder}'s audit repair under the brief lease of t={at} rewrote the meta of a run its re-read gives {} ({})",
+            (None, Some(w)) => out.push(at_write(
+                w,
+                format!(
+                    "rewrote the meta of a run its re-read gives {} ({})",
                     want.verdict.word(),
                     want.reason
-                ))
-                .on(tenure[w].op, tenure[w].id),
-            ),
+                ),
+            )),
             (Some(to), Some(w)) => {
                 let wrote = tenure[w].args.payload.as_deref().and_then(MetaView::parse).map(|v| v.status);
                 if wrote != Some(to) {
-                    out.push(
-                        Witness::new(format!(
-                            "run {run}: {holder}'s audit repair under the brief lease of t={at} wrote {} where its re-read gives {} ({})",
+                    out.push(at_write(
+                        w,
+                        format!(
+                            "wrote {} where its re-read gives {} ({})",
                             wrote.map_or("an unreadable record".to_string(), |s| s.to_string()),
                             said(want.verdict.word(), Some(to.word())),
                             want.reason
-                        ))
-                        .on(tenure[w].op, tenure[w].id),
-                    );
+                        ),
+                    ));
                 }
             }
             (Some(to), None) => {
@@ -412,11 +408,11 @@ fn audits_follow_the_decision_table(j: &Judged, out: &mut Vec<Witness>) {
                     None => status.is_none(),
                 };
                 if !excused {
-                    out.push(Witness::new(format!(
-                        "run {run}: {holder}'s audit repair under the brief lease of t={at} released it without rewriting the meta, though its re-read gives {} ({})",
+                    out.push(Witness::new(said_of(format!(
+                        "released it without rewriting the meta, though its re-read gives {} ({})",
                         said(want.verdict.word(), Some(to.word())),
                         want.reason
-                    )));
+                    ))));
                 }
             }
             (None, None) => {}
@@ -432,7 +428,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::history::{History, Mark};
+    use crate::history::History;
     use crate::oracle::testkit::{self, lease, with_payload};
 
     fn call(id: usize, op: OpKind, payload: Value, epoch: u64) -> Call {
@@ -459,15 +455,7 @@ mod tests {
         let h = History {
             applied_count: 3,
             calls,
-            marks: vec![Mark {
-                point: "engine.repair.after_acquire",
-                node: 0,
-                incarnation: 0,
-                run_id: "r".into(),
-                epoch: Some(2),
-                applied_before: 2,
-                invoked_before: 2,
-            }],
+            marks: vec![testkit::mark("engine.repair.after_acquire", 2, 2)],
             ..History::default()
         };
         testkit::judge(&h, repair_is_sound)
@@ -531,6 +519,19 @@ mod tests {
         report_counted(status, journal, verdict, repair_to, &live_counts())
     }
 
+    /// A fact of the operator `op` on node 0, after the first `invoked_before` calls.
+    fn by_op(invoked_before: usize, kind: FactKind) -> crate::history::Fact {
+        crate::history::Fact {
+            at_ns: invoked_before as u64 * testkit::MS,
+            applied_before: 0,
+            node: 0,
+            incarnation: 0,
+            owner: "op".into(),
+            invoked_before,
+            kind,
+        }
+    }
+
     /// The counts the audit of [`live_after_settle`] reports.
     fn live_counts() -> AuditedCounts {
         AuditedCounts {
@@ -556,20 +557,15 @@ mod tests {
         ];
         let h = History {
             calls,
-            facts: vec![crate::history::Fact {
-                at_ns: 2 * testkit::MS,
-                applied_before: 0,
-                node: 0,
-                incarnation: 0,
-                owner: "op".into(),
-                invoked_before: 2,
-                kind: FactKind::Audited {
+            facts: vec![by_op(
+                2,
+                FactKind::Audited {
                     run_id: "r".into(),
                     verdict: verdict.into(),
                     repair_to: repair_to.map(String::from),
                     counts: counts.clone(),
                 },
-            }],
+            )],
             ..History::default()
         };
         testkit::judge(&h, audits_follow_the_decision_table)
@@ -582,38 +578,32 @@ mod tests {
         assert!(report(Done, live_after_settle(), "stranded", Some("running")).is_empty());
         // The same reads with a running meta row: consistent.
         assert!(report(Running, live_after_settle(), "consistent", None).is_empty());
-        let v = report(Done, live_after_settle(), "consistent", None);
-        assert_eq!(v.len(), 1, "{v:?}");
-        assert!(v[0].witness.contains("reported consistent where its reads (meta ok, a journal of 4 entries) give stranded, repair to running"), "{}", v[0].witness);
-        let v = report(Done, live_after_settle(), "meta-behind", Some("running"));
-        assert_eq!(v.len(), 1, "{v:?}");
-        let v = report(Done, live_after_settle(), "stranded", Some("suspended"));
-        assert_eq!(v.len(), 1, "{v:?}");
+        one_saying(
+            report(Done, live_after_settle(), "consistent", None),
+            "reported consistent where its reads (meta ok, a journal of 4 entries) give stranded, repair to running",
+        );
+        one_saying(report(Done, live_after_settle(), "meta-behind", Some("running")), "reported meta-behind");
+        one_saying(
+            report(Done, live_after_settle(), "stranded", Some("suspended")),
+            "repair to suspended where",
+        );
         // The right verdict with a miscount: the first dispatch counted dangling too.
         let miscounted = AuditedCounts { dangling_dispatches: 2, ..live_counts() };
-        let v = report_counted(Done, live_after_settle(), "stranded", Some("running"), &miscounted);
-        assert_eq!(v.len(), 1, "{v:?}");
-        assert!(
-            v[0].witness.contains("counted 4 entries, settle ok, 1 after it, 2 dangling, 0 open where"),
-            "{}",
-            v[0].witness
+        one_saying(
+            report_counted(Done, live_after_settle(), "stranded", Some("running"), &miscounted),
+            "counted 4 entries, settle ok, 1 after it, 2 dangling, 0 open where",
         );
         // A report the auditor never read for.
         let mut h = History::default();
-        h.facts.push(crate::history::Fact {
-            at_ns: 0,
-            applied_before: 0,
-            node: 0,
-            incarnation: 0,
-            owner: "op".into(),
-            invoked_before: 0,
-            kind: FactKind::Audited {
+        h.facts.push(by_op(
+            0,
+            FactKind::Audited {
                 run_id: "r".into(),
                 verdict: "consistent".into(),
                 repair_to: None,
                 counts: AuditedCounts::default(),
             },
-        });
+        ));
         let v = testkit::judge(&h, audits_follow_the_decision_table);
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].witness.contains("without reading"), "{}", v[0].witness);
@@ -635,15 +625,7 @@ mod tests {
         let h = History {
             applied_count: calls.len(),
             calls,
-            marks: vec![Mark {
-                point: "engine.repair.after_acquire",
-                node: 0,
-                incarnation: 0,
-                run_id: "r".into(),
-                epoch: Some(2),
-                applied_before: 1,
-                invoked_before: 1,
-            }],
+            marks: vec![testkit::mark("engine.repair.after_acquire", 2, 1)],
             ..History::default()
         };
         testkit::judge(&h, audits_follow_the_decision_table)
@@ -672,29 +654,27 @@ mod tests {
         let gone = vec![meta_read(1, Done), journal(), read(3, OpKind::GetMeta, Read::Meta(None))];
         assert!(tenure(gone).is_empty());
         // Written without re-reading the journal under the lease.
-        let v = tenure(vec![meta_read(1, Done), write(2, "running")]);
-        assert_eq!(v.len(), 1, "{v:?}");
-        assert!(v[0].witness.contains("without first re-reading"), "{}", v[0].witness);
+        one_saying(tenure(vec![meta_read(1, Done), write(2, "running")]), "without first re-reading");
         // The wrong status.
-        let v = tenure(vec![meta_read(1, Done), journal(), meta_read(3, Done), write(4, "suspended")]);
-        assert_eq!(v.len(), 1, "{v:?}");
-        assert!(
-            v[0].witness.contains("wrote suspended where its re-read gives stranded, repair to running"),
-            "{}",
-            v[0].witness
+        one_saying(
+            tenure(vec![meta_read(1, Done), journal(), meta_read(3, Done), write(4, "suspended")]),
+            "wrote suspended where its re-read gives stranded, repair to running",
         );
         // A consistent run rewritten.
-        let v = tenure(vec![meta_read(1, Running), journal(), meta_read(3, Running), write(4, "ok")]);
-        assert_eq!(v.len(), 1, "{v:?}");
-        assert!(
-            v[0].witness.contains("rewrote the meta of a run its re-read gives consistent"),
-            "{}",
-            v[0].witness
+        one_saying(
+            tenure(vec![meta_read(1, Running), journal(), meta_read(3, Running), write(4, "ok")]),
+            "rewrote the meta of a run its re-read gives consistent",
         );
         // A stranded run left stranded.
-        let v = tenure(vec![meta_read(1, Done), journal(), meta_read(3, Done)]);
-        assert_eq!(v.len(), 1, "{v:?}");
-        assert!(v[0].witness.contains("released it without rewriting the meta"), "{}", v[0].witness);
+        one_saying(
+            tenure(vec![meta_read(1, Done), journal(), meta_read(3, Done)]),
+            "released it without rewriting the meta",
+        );
+    }
+
+    /// Exactly one witness, and it says `text`.
+    fn one_saying(v: Vec<Witness>, text: &str) {
+        assert!(v.len() == 1 && v[0].witness.contains(text), "want one witness saying {text:?}: {v:?}");
     }
 
     /// A census by `op`: one listing of `listed` runs (each `ok`, over the live-after-settle
@@ -710,15 +690,7 @@ mod tests {
             load.run_id = (*r).into();
             calls.push(load);
         }
-        let fact = |kind: FactKind| crate::history::Fact {
-            at_ns: 0,
-            applied_before: 0,
-            node: 0,
-            incarnation: 0,
-            owner: "op".into(),
-            invoked_before: listed.len() + 1,
-            kind,
-        };
+        let fact = |kind: FactKind| by_op(listed.len() + 1, kind);
         let mut facts: Vec<_> = reported
             .iter()
             .map(|r| {
@@ -758,15 +730,7 @@ mod tests {
         list.run_id = String::new();
         let mut load = read(1, OpKind::Load, Read::Entries(live_after_settle()));
         load.run_id = "a".into();
-        let fact = |kind: FactKind| crate::history::Fact {
-            at_ns: 0,
-            applied_before: 0,
-            node: 0,
-            incarnation: 0,
-            owner: "op".into(),
-            invoked_before: 2,
-            kind,
-        };
+        let fact = |kind: FactKind| by_op(2, kind);
         let audited = FactKind::Audited {
             run_id: "a".into(),
             verdict: "stranded".into(),

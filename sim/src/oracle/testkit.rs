@@ -42,6 +42,20 @@ pub fn lease(owner: &str, epoch: u64) -> Lease {
     Lease { run_id: "r".into(), owner: owner.into(), epoch: Epoch(epoch) }
 }
 
+/// An engine-moment mark of run `r` by node 0 (first life) under epoch `epoch`, after the
+/// first `before` calls (and as many applied mutations).
+pub fn mark(point: &'static str, epoch: u64, before: usize) -> crate::history::Mark {
+    crate::history::Mark {
+        point,
+        node: 0,
+        incarnation: 0,
+        run_id: "r".into(),
+        epoch: Some(epoch),
+        applied_before: before,
+        invoked_before: before,
+    }
+}
+
 /// The same call, carrying `payload` (serialized JSON).
 pub fn with_payload(mut c: Call, payload: serde_json::Value) -> Call {
     c.args.payload = Some(payload.to_string());
