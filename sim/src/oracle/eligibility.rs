@@ -312,62 +312,60 @@ fn prune_only_spent_checkpoints(j: &Judged, out: &mut Vec<Witness>) {
 }
 
 fn prune_deletes_every_spent_checkpoint(j: &Judged, out: &mut Vec<Witness>) {
-    let calls = &j.history.calls;
+    let ix = j.index();
     for m in j.history.marks.iter().filter(|m| m.point == "engine.prune.before_delete") {
         let Some(epoch) = m.epoch else { continue };
         let run = m.run_id.as_str();
-        let process = |c: &&Call| (c.node, c.incarnation) == (m.node, m.incarnation) && c.run_id == run;
-        let under = |c: &&Call| c.lease.as_ref().is_some_and(|l| l.epoch.0 == epoch);
-        let before = &calls[..m.invoked_before.min(calls.len())];
+        // The process's calls on the run, before the mark and from it on (ids are positions
+        // in the history's call list).
+        let own = ix.of_process(m.node, m.incarnation);
+        let cut = own.partition_point(|c| c.id < m.invoked_before);
+        let on_run = |c: &&&Call| c.run_id == run;
+        let under = |c: &&&Call| c.lease.as_ref().is_some_and(|l| l.epoch.0 == epoch);
+        let (before, after) = own.split_at(cut);
         let Some(grant) = before
             .iter()
-            .filter(process)
+            .filter(on_run)
             .rfind(|c| c.op == OpKind::Acquire && c.granted.as_ref().is_some_and(|g| g.epoch.0 == epoch))
         else {
             continue;
         };
         let read = |op: OpKind| {
-            before[grant.id.min(before.len())..]
+            before
                 .iter()
-                .filter(process)
+                .filter(|c| c.id >= grant.id)
+                .filter(on_run)
                 .rfind(|c| c.op == op && c.outcome.is_ok())
         };
         let (Some(load), Some(list)) = (read(OpKind::Load), read(OpKind::BlobList)) else { continue };
-        let after = &calls[m.invoked_before.min(calls.len())..];
-        let Some(release) = after.iter().filter(process).filter(under).find(|c| c.op == OpKind::Release)
+        let Some(release) = after.iter().filter(on_run).filter(under).find(|c| c.op == OpKind::Release)
         else {
             continue;
         };
         let deletes: Vec<&Call> = after
             .iter()
-            .filter(process)
+            .filter(on_run)
             .filter(under)
             .filter(|c| c.op == OpKind::BlobDelete && c.id < release.id)
+            .copied()
             .collect();
         if deletes.iter().any(|c| !c.outcome.is_ok()) {
             continue;
         }
         // The journal the load saw and the blobs the list saw, from the serial history.
-        let mut runs = Runs::default();
+        let journal = ix.journal_before(run, load.seen_at.unwrap_or(0));
         let mut blobs: std::collections::BTreeSet<&str> = Default::default();
-        for &c in j.applied.iter().filter(|c| c.run_id == run) {
-            let o = c.applied.as_ref().map_or(usize::MAX, |a| a.order);
-            if o < load.seen_at.unwrap_or(0) {
-                runs.apply(c);
-            }
-            if o < list.seen_at.unwrap_or(0) {
-                match (c.op, c.args.blob_ref.as_deref()) {
-                    (OpKind::BlobPut, Some(r)) => {
-                        blobs.insert(r);
-                    }
-                    (OpKind::BlobDelete, Some(r)) => {
-                        blobs.remove(r);
-                    }
-                    _ => {}
+        for &c in ix.recorded_before(run, list.seen_at.unwrap_or(0)) {
+            match (c.op, c.args.blob_ref.as_deref()) {
+                (OpKind::BlobPut, Some(r)) => {
+                    blobs.insert(r);
                 }
+                (OpKind::BlobDelete, Some(r)) => {
+                    blobs.remove(r);
+                }
+                _ => {}
             }
         }
-        let journal = runs.journal(run);
         let mut candidates: Vec<(&str, u64)> = Vec::new();
         for e in journal {
             if e.kind != "agent" || e.status != "ok" || e.ref_seq.is_none() {

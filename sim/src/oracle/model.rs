@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use crate::history::FinalState;
 use crate::history::{Call, History, OpKind, Outcome};
+use crate::oracle::contract::EntryView;
 use crate::oracle::Expect;
 
 /// A lease grant as the legitimate operations define it.
@@ -41,6 +42,9 @@ pub struct Judged<'h> {
     /// The lost-lease view (segments, their refusals and at-least-once windows), built once
     /// for the properties and the report that read it.
     pub(super) lost_lease: std::cell::OnceCell<super::lost_lease::LostLease<'h>>,
+    /// Lookups by run, lease and process, built once for the properties that would
+    /// otherwise scan the whole history per call they judge.
+    index: std::cell::OnceCell<Index<'h>>,
 }
 
 impl<'h> Judged<'h> {
@@ -85,7 +89,13 @@ impl<'h> Judged<'h> {
             replayed: std::cell::OnceCell::new(),
             dispatches: std::cell::OnceCell::new(),
             lost_lease: std::cell::OnceCell::new(),
+            index: std::cell::OnceCell::new(),
         }
+    }
+
+    /// The history's lookups by run, lease and process (built on first use).
+    pub fn index(&self) -> &Index<'h> {
+        self.index.get_or_init(|| Index::build(self))
     }
 
     /// Per-run model state after replaying every applied mutation (built on first use).
@@ -107,6 +117,157 @@ impl<'h> Judged<'h> {
     /// The store clock the call's check (or, failing that, its commit) read.
     pub fn checked_ms(c: &Call) -> Option<i64> {
         c.checked_now_ms.or(c.applied.as_ref().map(|a| a.store_now_ms))
+    }
+}
+
+/// The history looked up by run, lease and process. Every list keeps its source's order
+/// (apply order for applied mutations, call order for calls), so a property that scanned
+/// the whole history and filtered gets the same calls in the same order from its list.
+#[derive(Default)]
+pub struct Index<'h> {
+    /// Applied mutations with an apply position, per run, by position.
+    recorded: BTreeMap<&'h str, Vec<&'h Call>>,
+    /// Mutations taken as applied with no apply position (an Ok call whose store skipped
+    /// its after-commit record), per run.
+    unrecorded: BTreeMap<&'h str, Vec<&'h Call>>,
+    /// Calls that carried a lease, per (the lease's run, its epoch), in call order.
+    leased: BTreeMap<&'h str, BTreeMap<u64, Vec<&'h Call>>>,
+    /// Calls that carried a lease, per (the call's own run, the lease's epoch), in call
+    /// order.
+    leased_on: BTreeMap<&'h str, BTreeMap<u64, Vec<&'h Call>>>,
+    /// Calls per process (node, incarnation), in call order.
+    process: BTreeMap<(u32, u32), Vec<&'h Call>>,
+    /// Per run, the journal's shape after each recorded append or delete: (position,
+    /// generation, length). A delete starts a new, empty generation.
+    shape: BTreeMap<&'h str, Vec<(usize, usize, usize)>>,
+    /// Every mark, as (point, node, incarnation, run, epoch).
+    marks: std::collections::BTreeSet<(&'h str, u32, u32, &'h str, Option<u64>)>,
+    /// Per run, every recorded append's entry parsed once (built on first use).
+    journals: std::cell::OnceCell<BTreeMap<&'h str, Journals>>,
+}
+
+/// One run's recorded journal history: the entries of every generation in apply order,
+/// the position of each, and where each delete cut it.
+#[derive(Default)]
+struct Journals {
+    positions: Vec<usize>,
+    entries: Vec<EntryView>,
+    /// (the delete's position, how many entries preceded it).
+    deletes: Vec<(usize, usize)>,
+}
+
+/// A recorded call's apply position.
+fn position(c: &Call) -> usize {
+    c.applied.as_ref().map_or(usize::MAX, |a| a.order)
+}
+
+impl<'h> Index<'h> {
+    fn build(j: &Judged<'h>) -> Index<'h> {
+        let mut ix = Index::default();
+        for &c in &j.applied {
+            let run = c.run_id.as_str();
+            let Some(at) = c.applied.as_ref().map(|a| a.order) else {
+                ix.unrecorded.entry(run).or_default().push(c);
+                continue;
+            };
+            ix.recorded.entry(run).or_default().push(c);
+            let shape = ix.shape.entry(run).or_default();
+            let (generation, len) = shape.last().map_or((0, 0), |&(_, g, l)| (g, l));
+            match c.op {
+                OpKind::Append => shape.push((at, generation, len + 1)),
+                OpKind::Delete => shape.push((at, generation + 1, 0)),
+                _ => {}
+            }
+        }
+        for c in &j.history.calls {
+            if let Some(l) = &c.lease {
+                ix.leased.entry(l.run_id.as_str()).or_default().entry(l.epoch.0).or_default().push(c);
+                ix.leased_on.entry(c.run_id.as_str()).or_default().entry(l.epoch.0).or_default().push(c);
+            }
+            ix.process.entry((c.node, c.incarnation)).or_default().push(c);
+        }
+        for m in &j.history.marks {
+            ix.marks.insert((m.point, m.node, m.incarnation, m.run_id.as_str(), m.epoch));
+        }
+        ix
+    }
+
+    /// The recorded mutations of `run` whose apply position lies strictly between `from`
+    /// and `to`, by position (`Judged::build` checks that positions rise).
+    pub fn recorded_between(&self, run: &str, from: usize, to: usize) -> &[&'h Call] {
+        let all = self.recorded.get(run).map_or(&[][..], Vec::as_slice);
+        let lo = all.partition_point(|c| position(c) <= from);
+        let hi = all.partition_point(|c| position(c) < to).max(lo);
+        &all[lo..hi]
+    }
+
+    /// The recorded mutations of `run` applied before position `to`, by position.
+    pub fn recorded_before(&self, run: &str, to: usize) -> &[&'h Call] {
+        let all = self.recorded.get(run).map_or(&[][..], Vec::as_slice);
+        &all[..all.partition_point(|c| position(c) < to)]
+    }
+
+    /// The mutations of `run` taken as applied without an apply position.
+    pub fn unrecorded(&self, run: &str) -> &[&'h Call] {
+        self.unrecorded.get(run).map_or(&[], Vec::as_slice)
+    }
+
+    /// Every call made under epoch `epoch` of `run`'s lease, in call order.
+    pub fn under_lease(&self, run: &str, epoch: u64) -> &[&'h Call] {
+        self.leased.get(run).and_then(|e| e.get(&epoch)).map_or(&[], Vec::as_slice)
+    }
+
+    /// Every call on `run` that carried a lease of epoch `epoch` (of any run), in call
+    /// order.
+    pub fn on_run_under_epoch(&self, run: &str, epoch: u64) -> &[&'h Call] {
+        self.leased_on.get(run).and_then(|e| e.get(&epoch)).map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether process (`node`, `incarnation`) marked `point` on `run` under `epoch`.
+    pub fn marked(&self, point: &str, node: u32, incarnation: u32, run: &str, epoch: Option<u64>) -> bool {
+        self.marks.contains(&(point, node, incarnation, run, epoch))
+    }
+
+    /// Every call of process (`node`, `incarnation`), in call order.
+    pub fn of_process(&self, node: u32, incarnation: u32) -> &[&'h Call] {
+        self.process.get(&(node, incarnation)).map_or(&[], Vec::as_slice)
+    }
+
+    /// `run`'s journal as the recorded mutations applied before position `upto` left it
+    /// (an append whose payload is no entry adds nothing; a delete empties it).
+    pub fn journal_before(&self, run: &str, upto: usize) -> &[EntryView] {
+        let journals = self.journals.get_or_init(|| {
+            let mut out: BTreeMap<&'h str, Journals> = BTreeMap::new();
+            for (&run, calls) in &self.recorded {
+                let j = out.entry(run).or_default();
+                for &c in calls {
+                    match c.op {
+                        OpKind::Append => {
+                            if let Some(e) = c.args.payload.as_deref().and_then(EntryView::parse) {
+                                j.positions.push(position(c));
+                                j.entries.push(e);
+                            }
+                        }
+                        OpKind::Delete => j.deletes.push((position(c), j.entries.len())),
+                        _ => {}
+                    }
+                }
+            }
+            out
+        });
+        let Some(j) = journals.get(run) else { return &[] };
+        let hi = j.positions.partition_point(|&at| at < upto);
+        let cut = j.deletes.partition_point(|&(at, _)| at < upto);
+        let lo = cut.checked_sub(1).map_or(0, |i| j.deletes[i].1).min(hi);
+        &j.entries[lo..hi]
+    }
+
+    /// `run`'s journal (generation, length) after the mutations applied before position
+    /// `upto`.
+    pub fn journal_at(&self, run: &str, upto: usize) -> (usize, usize) {
+        let Some(shape) = self.shape.get(run) else { return (0, 0) };
+        let n = shape.partition_point(|&(at, _, _)| at < upto);
+        n.checked_sub(1).map_or((0, 0), |i| (shape[i].1, shape[i].2))
     }
 }
 

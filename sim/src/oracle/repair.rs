@@ -43,13 +43,7 @@ pub const ALL: &[Property] = &[Property {
 pub fn is_repair(j: &Judged, c: &Call) -> bool {
     let Some(l) = &c.lease else { return false };
     c.op == OpKind::PutMeta
-        && j.history.marks.iter().any(|m| {
-            m.point == "engine.repair.after_acquire"
-                && m.node == c.node
-                && m.incarnation == c.incarnation
-                && m.run_id == c.run_id
-                && m.epoch == Some(l.epoch.0)
-        })
+        && j.index().marked("engine.repair.after_acquire", c.node, c.incarnation, &c.run_id, Some(l.epoch.0))
 }
 
 /// The record without the two fields a repair may change.

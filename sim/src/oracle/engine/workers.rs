@@ -233,12 +233,14 @@ fn expiry_ns(c: &Call) -> Option<u64> {
 
 fn a_taken_lease_is_given_back(j: &Judged, out: &mut Vec<Witness>) {
     let runs = engine_runs(j);
-    let calls = &j.history.calls;
+    let ix = j.index();
     for &g in j.applied.iter().filter(|c| c.op == OpKind::Acquire && runs.contains(c.run_id.as_str())) {
         let (Some(lease), true) = (&g.granted, g.outcome.is_ok()) else { continue };
         let granted_at = super::order(g);
-        let uses: Vec<&Call> = calls
+        let uses: Vec<&Call> = ix
+            .under_lease(&lease.run_id, lease.epoch.0)
             .iter()
+            .copied()
             .filter(|c| c.node == g.node && c.incarnation == g.incarnation && c.lease.as_ref() == Some(lease))
             .collect();
         if uses.iter().any(|c| c.op == OpKind::Release) {
@@ -253,12 +255,15 @@ fn a_taken_lease_is_given_back(j: &Judged, out: &mut Vec<Witness>) {
         };
         // Lost before the lapse: a later grant of the run, or a delete of it (which removes
         // the lease row). A grant after the lapse is the takeover the lapse made necessary.
-        let lost = j.applied.iter().any(|c| {
-            c.run_id == g.run_id
-                && matches!(c.op, OpKind::Acquire | OpKind::Delete)
-                && super::order(c) > granted_at
-                && Judged::applied_ns(c) < lapse
-        });
+        // (Recorded mutations apply in time order, so the scan stops at the lapse.)
+        let ends = |c: &&&Call| matches!(c.op, OpKind::Acquire | OpKind::Delete);
+        let lost = ix
+            .recorded_between(&g.run_id, granted_at, usize::MAX)
+            .iter()
+            .take_while(|c| Judged::applied_ns(c) < lapse)
+            .any(|c| ends(&c))
+            || (granted_at < usize::MAX
+                && ix.unrecorded(&g.run_id).iter().filter(ends).any(|c| Judged::applied_ns(c) < lapse));
         if lost {
             continue;
         }
@@ -275,8 +280,7 @@ fn a_taken_lease_is_given_back(j: &Judged, out: &mut Vec<Witness>) {
         if faulted {
             continue;
         }
-        let Some(later) =
-            calls.iter().find(|c| c.node == g.node && c.incarnation == g.incarnation && c.invoked_ns > lapse)
+        let Some(later) = ix.of_process(g.node, g.incarnation).iter().copied().find(|c| c.invoked_ns > lapse)
         else {
             continue;
         };
@@ -315,23 +319,11 @@ struct Park {
     genesis: Option<String>,
 }
 
-/// The (generation, length) of `run`'s journal after the mutations applied before position
-/// `upto` (a delete starts a new, empty generation).
-fn journal_at(j: &Judged, run: &str, upto: usize) -> (usize, usize) {
-    let (mut generation, mut len) = (0, 0);
-    for c in j.applied.iter().filter(|c| c.run_id == run && super::order(c) < upto) {
-        match c.op {
-            OpKind::Append => len += 1,
-            OpKind::Delete => (generation, len) = (generation + 1, 0),
-            _ => {}
-        }
-    }
-    (generation, len)
-}
-
 fn a_parked_run_stays_parked(j: &Judged, out: &mut Vec<Witness>) {
     let facts = &j.history.facts;
     let calls = &j.history.calls;
+    let ix = j.index();
+    let journal_at = |run: &str, upto: usize| ix.journal_at(run, upto);
     // The oracle's own skip cache, per (node, incarnation, owner, run).
     let mut parked: std::collections::BTreeMap<(u32, u32, &str, &str), Park> = Default::default();
     for (i, fact) in facts.iter().enumerate() {
@@ -359,19 +351,16 @@ fn a_parked_run_stays_parked(j: &Judged, out: &mut Vec<Witness>) {
             let Some(listed) = metas.iter().find(|m| m.run_id == run) else { continue };
             let key = (identity.0, identity.1, identity.2, run);
             let loads = || sweep.after_listing().filter(move |c| c.op == OpKind::Load && c.run_id == run);
-            let writes: Vec<&Call> = calls
+            let writes: Vec<&Call> = ix
+                .on_run_under_epoch(run, granted.epoch.0)
                 .iter()
-                .filter(|c| {
-                    c.op == OpKind::PutMeta
-                        && c.run_id == run
-                        && (c.node, c.incarnation) == (acq.node, acq.incarnation)
-                        && c.lease.as_ref().is_some_and(|l| l.epoch == granted.epoch)
-                })
+                .copied()
+                .filter(|c| c.op == OpKind::PutMeta && (c.node, c.incarnation) == (acq.node, acq.incarnation))
                 .collect();
             // The demand: nothing arrived since the park, so no boot.
             let first_load = loads().find(|c| c.id > acq.id && c.outcome.is_ok());
             if let (Some(park), Some(load), Some(boot)) = (parked.get(&key), first_load, writes.first()) {
-                let now = journal_at(j, run, load.seen_at.unwrap_or(usize::MAX));
+                let now = journal_at(run, load.seen_at.unwrap_or(usize::MAX));
                 if listed.status == store::RunStatus::Suspended
                     && listed.genesis == park.genesis
                     && now == park.journal
@@ -398,27 +387,22 @@ fn a_parked_run_stays_parked(j: &Judged, out: &mut Vec<Witness>) {
             let Some(last) = writes.iter().rev().find(|c| c.applied.is_some()) else { continue };
             let suspended = meta_of(last).is_some_and(|m| m.status == Status::Suspended);
             let (from, to) = (super::order(acq), super::order(last));
-            let exclusive = j.applied.iter().filter(|c| c.run_id == run).all(|c| {
-                let o = super::order(c);
-                o <= from
-                    || o >= to
-                    || match c.op {
-                        OpKind::Acquire | OpKind::Delete => false,
-                        OpKind::Append => {
-                            (c.node, c.incarnation) == (acq.node, acq.incarnation)
-                                && c.lease.as_ref().is_some_and(|l| l.epoch == granted.epoch)
-                        }
-                        _ => true,
-                    }
+            let exclusive = ix.recorded_between(run, from, to).iter().all(|c| match c.op {
+                OpKind::Acquire | OpKind::Delete => false,
+                OpKind::Append => {
+                    (c.node, c.incarnation) == (acq.node, acq.incarnation)
+                        && c.lease.as_ref().is_some_and(|l| l.epoch == granted.epoch)
+                }
+                _ => true,
             });
             let after = loads().find(|c| c.id > last.id);
-            let left = journal_at(j, run, to.saturating_add(1));
+            let left = journal_at(run, to.saturating_add(1));
             match after {
                 Some(l)
                     if suspended
                         && exclusive
                         && l.outcome.is_ok()
-                        && journal_at(j, run, l.seen_at.unwrap_or(usize::MAX)) == left =>
+                        && journal_at(run, l.seen_at.unwrap_or(usize::MAX)) == left =>
                 {
                     parked.insert(key, Park { journal: left, genesis: listed.genesis.clone() });
                 }
