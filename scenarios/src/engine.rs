@@ -119,8 +119,13 @@ const PAYING_F2: u32 = 150;
 
 /// Share (per mille) of queue seeds in which a grant writes past one of its own failed
 /// appends and then journals a run_settle: the window of the integrity latch (measured over
-/// seeds 0..1000: 26 per mille).
-const LOST_APPEND_QUEUE: u32 = 10;
+/// seeds 0..1000: 26 per mille; 20 per mille over 0..2000 once the census also ran before
+/// the heal, with 1 in 0..200, hence a quarter of it).
+const LOST_APPEND_QUEUE: u32 = 5;
+
+/// Share (per mille) of queue seeds in which a whole-catalog census lists a run with no
+/// journal entry yet (measured over seeds 0..2000: 29 per mille).
+const EMPTY_CENSUS_QUEUE: u32 = 10;
 
 pub static QUEUE: EngineScenario = EngineScenario {
     name: "queue",
@@ -170,6 +175,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
         required("stopped_sweep_returned", STOPPED_QUEUE),
         required("retention_deleted_a_run", 500),
         required("resume_under_another_workflow_refused", 80),
+        required("census_listed_a_run_with_no_entry", EMPTY_CENSUS_QUEUE),
     ],
 };
 
@@ -975,9 +981,11 @@ async fn worker_loop(
     // Its own stream, so the stops drawn (and every other draw) stay as they were.
     let mut wr = rng(sh.seed, "worker-stop-at-write", u64::from(index) << 32 | u64::from(incarnation));
     let mut worker = new_worker();
-    // The heal's audit probes alternate between the per-run audit and the whole-catalog
-    // census (`auditRuns`); a counter, not a draw, so every other stream stays as it was.
-    let mut heal_probes = 0u32;
+    // The audit probes alternate between the per-run audit and the whole-catalog census
+    // (`auditRuns`), during the heal and before it (where a census can meet a run booted
+    // with no entry yet, or one whose first dispatch crashed); a counter, not a draw, so
+    // every other stream stays as it was.
+    let mut probes = 0u32;
     // With a solo worker, only node 0 sweeps; the others keep their operator duties.
     let sweeps = !sh.solo_worker || index == 0;
     while !sh.stop.get() {
@@ -1038,8 +1046,8 @@ async fn worker_loop(
             return;
         }
         if sh.repairs && (sh.heal.get() || r.chance(150)) {
-            let census = sh.heal.get() && heal_probes % 2 == 1;
-            heal_probes += u32::from(sh.heal.get());
+            let census = probes % 2 == 1;
+            probes += 1;
             if !sh.in_flight(index, incarnation, audit_repair(engine, sink, index, incarnation, census)).await
             {
                 return;

@@ -113,6 +113,11 @@ pub const GOALS: &[Goal] = &[
         claim: "A worker's retention deleted a run under its brief lease (the delete applied after the worker's `worker.retention.after_acquire` point on that run: only_terminal_runs_deleted and no_live_run_deleted had a retention delete to judge).",
         check: retention_deleted_a_run,
     },
+    Goal {
+        name: "census_listed_a_run_with_no_entry",
+        claim: "A whole-catalog census listed a run whose journal, by the serial history at the listing, held no entry (a run booted before its first append, or whose first dispatch died): audits_follow_the_decision_table had such a run to see reported.",
+        check: census_listed_a_run_with_no_entry,
+    },
 ];
 
 /// The goals one run met.
@@ -324,6 +329,23 @@ fn retention_deleted_a_run(j: &Judged) -> bool {
     })
 }
 
+fn census_listed_a_run_with_no_entry(j: &Judged) -> bool {
+    let (calls, ix) = (&j.history.calls, j.index());
+    j.history.facts.iter().filter(|f| matches!(f.kind, FactKind::Census { .. })).any(|f| {
+        let listing = calls[..f.invoked_before.min(calls.len())].iter().rev().find(|c| {
+            (c.node, c.incarnation) == (f.node, f.incarnation)
+                && c.args.actor.as_deref() == Some(f.owner.as_str())
+                && c.op == OpKind::ListRuns
+        });
+        let Some((listing, Some(crate::history::Read::Runs { metas, .. }))) = listing.map(|c| (c, &c.read))
+        else {
+            return false;
+        };
+        let at = listing.seen_at.unwrap_or(usize::MAX);
+        metas.iter().any(|m| ix.journal_at(&m.run_id, at).1 == 0)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use store::RunStatus;
@@ -335,6 +357,36 @@ mod tests {
 
     fn met(h: &HistoryBuilder, goal: &str) -> bool {
         super::met(&Judged::build(&h.h, &h.fin, Expect::default())).contains(&goal)
+    }
+
+    /// An operator's census: a listing of `listed` (as `lister`), then the `Census` fact.
+    fn census(h: &mut HistoryBuilder, lister: &str, listed: &[&str]) {
+        let args = crate::history::Args { actor: Some(lister.into()), ..Default::default() };
+        h.push(1, crate::history::OpKind::ListRuns, "", None, args, None);
+        let c = h.h.calls.last_mut().expect("just pushed");
+        c.applied = None;
+        let metas =
+            listed.iter().map(|r| crate::oracle::testkit::meta_record(r, RunStatus::Running)).collect();
+        c.read = Some(crate::history::Read::Runs { filter: crate::oracle::testkit::no_filter(), metas });
+        h.fact(1, "op", FactKind::Census { runs: listed.len() as u64 });
+    }
+
+    #[test]
+    fn a_census_is_met_only_when_its_listing_showed_a_run_with_no_entry() {
+        let goal = "census_listed_a_run_with_no_entry";
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "w", "r", 1);
+        h.meta(0, Some(&a), "r", RunStatus::Running, 1);
+        census(&mut h, "op", &["r"]);
+        assert!(met(&h, goal), "booted, its first entry not yet appended");
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "w", "r", 1);
+        h.meta(0, Some(&a), "r", RunStatus::Running, 1);
+        census(&mut h, "someone-else", &["r"]);
+        assert!(!met(&h, goal), "the census fact's own identity did not list");
+        h.append(0, &a, "r", running(0));
+        census(&mut h, "op", &["r"]);
+        assert!(!met(&h, goal), "the run had an entry when it was listed");
     }
 
     #[test]

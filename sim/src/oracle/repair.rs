@@ -423,7 +423,7 @@ mod tests {
 
     use super::*;
     use crate::history::History;
-    use crate::oracle::testkit::{self, lease, with_payload};
+    use crate::oracle::testkit::{self, lease, no_filter, with_payload};
 
     fn call(id: usize, op: OpKind, payload: Value, epoch: u64) -> Call {
         let mut c = with_payload(testkit::call(id, op), payload);
@@ -524,12 +524,6 @@ mod tests {
             invoked_before,
             kind,
         }
-    }
-
-    /// A listing filter that admits every run, spelled out field by field (the oracle may not
-    /// call `RunFilter::default`, a function of the system under test).
-    fn no_filter() -> store::RunFilter {
-        store::RunFilter { status: None, statuses: None, name: None, tags: None }
     }
 
     /// The counts the audit of [`live_after_settle`] reports.

@@ -80,6 +80,12 @@ pub fn meta_record(run_id: &str, status: store::RunStatus) -> store::RunMeta {
     }
 }
 
+/// A listing filter that admits every run, spelled out field by field (the oracle may not
+/// call `RunFilter::default`, a function of the system under test).
+pub fn no_filter() -> store::RunFilter {
+    store::RunFilter { status: None, statuses: None, name: None, tags: None }
+}
+
 /// A history of these calls, every one applied.
 pub fn history(calls: Vec<Call>) -> History {
     History { applied_count: calls.len(), calls, ..History::default() }
