@@ -1,6 +1,9 @@
 //! The reference model the properties read: the history's mutations in apply order, the
 //! lease grants they imply, and the journal, meta and blob state a correct store would
-//! hold after applying exactly those mutations.
+//! hold after applying exactly those mutations; and the history looked up by run, lease,
+//! process and mark ([`Index`]), so a property judging each call reads that call's
+//! neighbours instead of scanning the whole history (judging a run that ends at the call
+//! budget takes seconds, not a minute).
 //!
 //! Unknown outcomes (the node died with the call in flight) are resolved from what the
 //! store applied: a call with an after-commit record is applied, at that position; one
