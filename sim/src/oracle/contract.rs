@@ -9,6 +9,7 @@
 //! constant). Every decoder is total: a malformed payload is simply not decodable (`None`),
 //! never a panic.
 
+use std::collections::BTreeSet;
 use std::fmt;
 
 use serde_json::Value;
@@ -444,6 +445,76 @@ pub fn audit(meta: Option<Status>, entries: &[EntryView]) -> Audit {
     }
 }
 
+/// A journal's shape in the terms the audit table (7.1) distinguishes, as a name: `empty`;
+/// `unsettled` (no journaled settle); `settled_quiet` (nothing after the last settle) or
+/// `settled_live` (entries after it); then the qualifiers that hold, in this order:
+/// `dangling` (unsettled: any dangling dispatch), `dangling_before` (a dangling dispatch at or
+/// before the settle), `dangling_tail` (one after it), `open` (an open suspension). Coverage
+/// names states by it; the table's cells that differ only in these are what a misread of
+/// the table gets wrong.
+pub fn journal_shape(entries: &[EntryView]) -> String {
+    if entries.is_empty() {
+        return "empty".to_string();
+    }
+    let referenced: BTreeSet<u64> = entries.iter().filter_map(|e| e.ref_seq).collect();
+    let resolved: BTreeSet<u64> = entries
+        .iter()
+        .filter(|e| matches!(e.kind.as_str(), "resolution" | "abandon"))
+        .filter_map(|e| e.ref_seq)
+        .collect();
+    let dangling = |e: &EntryView| e.status == "running" && !referenced.contains(&e.seq);
+    let open = entries.iter().any(|e| {
+        matches!(e.kind.as_str(), "external" | "approval")
+            && e.status == "suspended"
+            && !resolved.contains(&e.seq)
+    });
+    let mut name = match last_run_settle(entries) {
+        None => {
+            let mut n = "unsettled".to_string();
+            if entries.iter().any(dangling) {
+                n.push_str(":dangling");
+            }
+            n
+        }
+        Some((seq, _)) => {
+            let after = entries.iter().position(|e| e.seq == seq).map_or(entries.len(), |i| i + 1);
+            let (head, tail) = entries.split_at(after);
+            let mut n = if tail.is_empty() { "settled_quiet" } else { "settled_live" }.to_string();
+            if head.iter().any(dangling) {
+                n.push_str(":dangling_before");
+            }
+            if tail.iter().any(dangling) {
+                n.push_str(":dangling_tail");
+            }
+            n
+        }
+    };
+    if open {
+        name.push_str(":open");
+    }
+    name
+}
+
+/// Every name [`journal_shape`] can return.
+pub fn journal_shapes() -> Vec<String> {
+    let mut v = vec!["empty".to_string()];
+    let with_open = |v: &mut Vec<String>, base: String| {
+        v.push(format!("{base}:open"));
+        v.push(base);
+    };
+    with_open(&mut v, "unsettled".into());
+    with_open(&mut v, "unsettled:dangling".into());
+    for tail in ["settled_quiet", "settled_live"] {
+        for before in ["", ":dangling_before"] {
+            let dangling_tail: &[&str] = if tail == "settled_live" { &["", ":dangling_tail"] } else { &[""] };
+            for t in dangling_tail {
+                with_open(&mut v, format!("{tail}{before}{t}"));
+            }
+        }
+    }
+    v
+}
+
 /// The `turns` a checkpoint blob records (docs/engine-model.md 4.2, 4.4): byte 0 is the format
 /// byte `0x01`, the rest UTF-8 JSON of the state, an object with `v: 1`, non-negative
 /// integer counters `turns` and `toolCallsUsed`, and a `messages` array. Anything else is
@@ -560,6 +631,46 @@ mod tests {
         let agent = Op::Agent { name: "a".into(), tool_turns: 0, max_turns: 1, max_tool_calls: 0 };
         assert_eq!(op_key(&agent, 2), "op:2:a");
         assert_eq!(op_key(&Op::Await { key: "k".into() }, 0), "await:k");
+    }
+
+    #[test]
+    fn journal_shapes_name_the_cells_of_the_audit_table() {
+        let running = |seq: u64| entry(json!({"seq": seq, "kind": "agent", "status": "running"}));
+        let terminal =
+            |seq: u64, of: u64| entry(json!({"seq": seq, "kind": "agent", "status": "ok", "ref": of}));
+        let settle = |seq: u64| {
+            entry(
+                json!({"seq": seq, "kind": "decision", "status": "ok", "value": {"decisionType": "run_settle", "runStatus": "suspended"}}),
+            )
+        };
+        let wait = |seq: u64| entry(json!({"seq": seq, "kind": "external", "status": "suspended"}));
+        let resolve =
+            |seq: u64, of: u64| entry(json!({"seq": seq, "kind": "resolution", "status": "ok", "ref": of}));
+        let shape = |j: &[EntryView]| journal_shape(j);
+        assert_eq!(shape(&[]), "empty");
+        assert_eq!(shape(&[running(1)]), "unsettled:dangling");
+        assert_eq!(shape(&[running(1), terminal(2, 1)]), "unsettled");
+        assert_eq!(shape(&[running(1), wait(2), settle(3)]), "settled_quiet:dangling_before:open");
+        assert_eq!(shape(&[wait(1), settle(2), resolve(3, 1)]), "settled_live");
+        assert_eq!(shape(&[wait(1), wait(2), settle(3), resolve(4, 1)]), "settled_live:open");
+        assert_eq!(shape(&[running(1), settle(2), running(3)]), "settled_live:dangling_before:dangling_tail");
+        // A terminal after the settle closes a dispatch before it.
+        assert_eq!(shape(&[running(1), settle(2), terminal(3, 1)]), "settled_live");
+        // Every shape named is in the list, and the list names each once.
+        let all = journal_shapes();
+        let mut sorted = all.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), all.len());
+        assert_eq!(all.len(), 17);
+        for j in [
+            vec![],
+            vec![running(1)],
+            vec![running(1), wait(2), settle(3)],
+            vec![running(1), settle(2), running(3), wait(4)],
+        ] {
+            assert!(all.contains(&shape(&j)), "{}", shape(&j));
+        }
     }
 
     #[test]

@@ -116,7 +116,7 @@ fn repair_is_sound(j: &Judged, out: &mut Vec<Witness>) {
 /// The meta status and journal two successful reads returned, as the oracle's views;
 /// `None` when either read did not return (`meta: None`), or returned a record the oracle
 /// cannot read.
-fn read_state(
+pub(super) fn read_state(
     meta: Option<&Option<store::RunMeta>>,
     load: &Call,
 ) -> Option<(Option<Status>, Vec<EntryView>)> {
@@ -220,6 +220,51 @@ fn said(verdict: &str, repair_to: Option<&str>) -> String {
     }
 }
 
+/// The reads the audit report `facts[i]` (an `Audited` fact) was made from: its auditor's
+/// latest meta read of the run (a listing's record of the run counts: the whole-catalog audit
+/// classifies each run by its listed status) and latest load of it, since the auditor's
+/// previous report of that run. The meta read is `None` when it did not return, `Some(None)`
+/// when it found no row. `None` when either read is missing or the fact is no audit report.
+#[allow(clippy::type_complexity)]
+pub(super) fn audit_reads<'h>(
+    j: &Judged<'h>,
+    i: usize,
+) -> Option<(Option<Option<store::RunMeta>>, &'h Call)> {
+    let calls = &j.history.calls;
+    let facts = &j.history.facts;
+    let f = facts.get(i)?;
+    let FactKind::Audited { run_id, .. } = &f.kind else { return None };
+    let auditor = |g: &crate::history::Fact| {
+        (g.node, g.incarnation, g.owner.as_str()) == (f.node, f.incarnation, f.owner.as_str())
+    };
+    let mine = |c: &Call| {
+        (c.node, c.incarnation) == (f.node, f.incarnation)
+            && c.args.actor.as_deref() == Some(f.owner.as_str())
+    };
+    let before = &calls[..f.invoked_before.min(calls.len())];
+    let from = facts[..i]
+        .iter()
+        .rev()
+        .find(|g| auditor(g) && matches!(&g.kind, FactKind::Audited { run_id: r, .. } if r == run_id))
+        .map_or(0, |g| g.invoked_before);
+    let window = &before[from.min(before.len())..];
+    let load = window.iter().rev().find(|c| mine(c) && c.op == OpKind::Load && c.run_id == *run_id)?;
+    let meta = window.iter().rev().find_map(|c| {
+        if !mine(c) {
+            return None;
+        }
+        match (&c.op, &c.read) {
+            (OpKind::GetMeta, Some(Read::Meta(m))) if c.run_id == *run_id => Some(Some(m.clone())),
+            (OpKind::GetMeta, None) if c.run_id == *run_id => Some(None),
+            (OpKind::ListRuns, Some(Read::Runs { metas, .. })) => {
+                metas.iter().find(|m| m.run_id == *run_id).map(|m| Some(Some(m.clone())))
+            }
+            _ => None,
+        }
+    })?;
+    Some((meta, load))
+}
+
 fn audits_follow_the_decision_table(j: &Judged, out: &mut Vec<Witness>) {
     let calls = &j.history.calls;
     let facts = &j.history.facts;
@@ -234,7 +279,6 @@ fn audits_follow_the_decision_table(j: &Judged, out: &mut Vec<Witness>) {
             (c.node, c.incarnation) == (f.node, f.incarnation)
                 && c.args.actor.as_deref() == Some(f.owner.as_str())
         };
-        let before = &calls[..f.invoked_before.min(calls.len())];
         let (run_id, verdict, repair_to, counts) = match &f.kind {
             FactKind::Audited { run_id, verdict, repair_to, counts } => (run_id, verdict, repair_to, counts),
             FactKind::Census { runs } => {
@@ -243,27 +287,7 @@ fn audits_follow_the_decision_table(j: &Judged, out: &mut Vec<Witness>) {
             }
             _ => continue,
         };
-        let from = facts[..i]
-            .iter()
-            .rev()
-            .find(|g| auditor(g) && matches!(&g.kind, FactKind::Audited { run_id: r, .. } if r == run_id))
-            .map_or(0, |g| g.invoked_before);
-        let window = &before[from.min(before.len())..];
-        let load = window.iter().rev().find(|c| mine(c) && c.op == OpKind::Load && c.run_id == *run_id);
-        let meta = window.iter().rev().find_map(|c| {
-            if !mine(c) {
-                return None;
-            }
-            match (&c.op, &c.read) {
-                (OpKind::GetMeta, Some(Read::Meta(m))) if c.run_id == *run_id => Some(Some(m.clone())),
-                (OpKind::GetMeta, None) if c.run_id == *run_id => Some(None),
-                (OpKind::ListRuns, Some(Read::Runs { metas, .. })) => {
-                    metas.iter().find(|m| m.run_id == *run_id).map(|m| Some(Some(m.clone())))
-                }
-                _ => None,
-            }
-        });
-        let (Some(meta), Some(load)) = (meta, load) else {
+        let Some((meta, load)) = audit_reads(j, i) else {
             out.push(Witness::new(format!(
                 "run {run_id}: {}'s audit at t={} reported {} without reading the run's meta row and journal",
                 f.owner,

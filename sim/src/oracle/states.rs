@@ -22,6 +22,13 @@
 //!   pairs; the findings live in the rare ones (`put_meta:live_holder->put_meta:no_lease:
 //!   applied` is F1's shape, `acquire:held_expired->append:superseded:applied` F3a's).
 //!
+//! - **journal shapes**: `journal:<shape>`, the shape (`contract::journal_shape`: settled or
+//!   not, entries after the settle, dangling dispatches before or after it, open
+//!   suspensions) of every journal a load returned; `audit:<meta>:<shape>`, the meta status
+//!   (`absent`: no row) and journal shape an operator's audit report was made from. These
+//!   are the cells of the audit table (7.1): a misreading of it shows only where an audit
+//!   meets the cell it misreads.
+//!
 //! A state is a dense index into the universe, so a sweep keeps one small array per sweep.
 //! Nothing here judges: a state never reached is a hole in coverage, not a bug.
 
@@ -30,8 +37,10 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 use store::{FaultPoint, Moment};
 
+use super::contract::{journal_shape, journal_shapes, EntryView};
 use super::model::{Grant, GrantWalk, Judged};
-use crate::history::{Call, FactKind, FaultKind, OpKind, Outcome};
+use super::repair::{audit_reads, read_state};
+use crate::history::{Call, FactKind, FaultKind, OpKind, Outcome, Read};
 
 /// The caller's relation to the run's lease when its call took effect or was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,6 +133,15 @@ pub fn universe() -> &'static [String] {
         }
         for op in std::iter::once("none").chain(OpKind::ALL.iter().map(|o| o.as_str())) {
             v.push(format!("delete_overlap:{op}"));
+        }
+        let shapes = journal_shapes();
+        for shape in &shapes {
+            v.push(format!("journal:{shape}"));
+        }
+        for meta in std::iter::once("absent").chain(STATUSES) {
+            for shape in &shapes {
+                v.push(format!("audit:{meta}:{shape}"));
+            }
         }
         for a in OpKind::ALL
             .into_iter()
@@ -306,6 +324,24 @@ pub fn reached(j: &Judged) -> Vec<u16> {
         if !any {
             push("delete_overlap:none");
         }
+    }
+    // The shape of every journal a load returned, and of what each audit report read.
+    for c in j.history.calls.iter().filter(|c| c.op == OpKind::Load) {
+        if let Some(Read::Entries(entries)) = &c.read {
+            let views: Option<Vec<EntryView>> =
+                entries.iter().map(|e| EntryView::of_value(serde_json::to_value(e).ok()?)).collect();
+            if let Some(views) = views {
+                push(&format!("journal:{}", journal_shape(&views)));
+            }
+        }
+    }
+    for (i, f) in j.history.facts.iter().enumerate() {
+        if !matches!(f.kind, FactKind::Audited { .. }) {
+            continue;
+        }
+        let Some((meta, load)) = audit_reads(j, i) else { continue };
+        let Some((status, entries)) = read_state(meta.as_ref(), load) else { continue };
+        push(&format!("audit:{}:{}", status.map_or("absent", |s| s.word()), journal_shape(&entries)));
     }
     out.sort_unstable();
     out.dedup();
