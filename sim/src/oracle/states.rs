@@ -1,7 +1,7 @@
 //! Abstract state coverage: what a run exercised, in the protocol's own terms rather than
 //! in lines of code. Computed from the history like a property, with no hooks of its own.
 //!
-//! Three families, each a finite universe that [`universe`] enumerates by name:
+//! Five families, each a finite universe that [`universe`] enumerates by name:
 //!
 //! - **store calls**: `call:<op>:<relation>:<outcome>:<fault>`: the operation; the caller's
 //!   relation to the run's lease at the instant the call took effect or was refused (live
@@ -485,5 +485,68 @@ mod tests {
         assert!(!got.contains(&"delete_overlap:none"), "{got:?}");
         // The delete follows its own process's acquire: no race.
         assert!(!got.iter().any(|n| n.starts_with("race:acquire:held_live->delete")), "{got:?}");
+    }
+
+    #[test]
+    fn a_load_names_its_journal_shape_and_an_audit_its_cell_of_the_table() {
+        use crate::oracle::testkit;
+        let entry = |seq: u64, kind: &str, status: &str, of: Option<u64>, value: serde_json::Value| {
+            store::JournalEntry {
+                seq: store::Seq(seq),
+                kind: kind.into(),
+                status: status.into(),
+                key: String::new(),
+                ref_seq: of.map(store::Seq),
+                value,
+                extra: serde_json::Map::new(),
+            }
+        };
+        let settle = serde_json::json!({"decisionType": "run_settle", "runStatus": "suspended"});
+        // Two waits, a suspended settle, one resolved: live work after the settle, one open.
+        let journal = vec![
+            entry(0, "external", "suspended", None, serde_json::json!({})),
+            entry(1, "approval", "suspended", None, serde_json::json!({})),
+            entry(2, "decision", "ok", None, settle),
+            entry(3, "resolution", "ok", Some(0), serde_json::json!("yes")),
+        ];
+        let read = |id: usize, op: OpKind, what: Read| {
+            let mut c = testkit::call(id, op);
+            c.applied = None;
+            c.args.actor = Some("op".into());
+            c.read = Some(what);
+            c
+        };
+        let mut h = testkit::history(vec![
+            read(0, OpKind::GetMeta, Read::Meta(Some(testkit::meta_record("r", store::RunStatus::Running)))),
+            read(1, OpKind::Load, Read::Entries(journal)),
+            read(2, OpKind::Load, Read::Entries(Vec::new())),
+        ]);
+        h.facts.push(crate::history::Fact {
+            at_ns: 2 * testkit::MS,
+            applied_before: 0,
+            node: 0,
+            incarnation: 0,
+            owner: "op".into(),
+            invoked_before: 2,
+            kind: FactKind::Audited {
+                run_id: "r".into(),
+                verdict: "meta-behind".into(),
+                repair_to: Some("suspended".into()),
+                counts: crate::history::AuditedCounts {
+                    journal_entries: 4,
+                    journal_settle: Some("suspended".into()),
+                    entries_after_settle: 1,
+                    dangling_dispatches: 0,
+                    open_suspensions: 1,
+                },
+            },
+        });
+        let got = names(&h);
+        for want in ["journal:settled_live:open", "journal:empty", "audit:running:settled_live:open"] {
+            assert!(got.contains(&want), "{want} not in {got:?}");
+        }
+        // The audit was made from the first load (the second came after its report).
+        assert!(!got.contains(&"audit:running:empty"), "{got:?}");
+        assert_eq!(got.iter().filter(|n| n.starts_with("audit:")).count(), 1, "{got:?}");
     }
 }
