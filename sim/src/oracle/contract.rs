@@ -352,26 +352,48 @@ pub struct AuditCounts {
     pub open: usize,
 }
 
-/// A dispatch no entry references: a `running` entry whose seq no entry's `ref` names
-/// (docs/engine-model.md 7.1, 8.3).
-fn dangling(e: &EntryView, all: &[EntryView]) -> bool {
-    e.status == "running" && all.iter().all(|r| r.ref_seq != Some(e.seq))
+/// What a journal's entries reference, gathered once so each entry's test is a lookup.
+pub struct JournalRefs {
+    /// Every seq some entry's `ref` names.
+    referenced: BTreeSet<u64>,
+    /// Every seq a `resolution` or `abandon` entry's `ref` names.
+    resolved: BTreeSet<u64>,
 }
 
-/// An `external` or `approval` suspension no `resolution` or `abandon` ref-entry targets.
-pub fn open_suspension(e: &EntryView, all: &[EntryView]) -> bool {
-    matches!(e.kind.as_str(), "external" | "approval")
-        && e.status == "suspended"
-        && !all
-            .iter()
-            .any(|r| matches!(r.kind.as_str(), "resolution" | "abandon") && r.ref_seq == Some(e.seq))
+impl JournalRefs {
+    pub fn of(all: &[EntryView]) -> JournalRefs {
+        let mut refs = JournalRefs { referenced: BTreeSet::new(), resolved: BTreeSet::new() };
+        for r in all {
+            if let Some(seq) = r.ref_seq {
+                refs.referenced.insert(seq);
+                if matches!(r.kind.as_str(), "resolution" | "abandon") {
+                    refs.resolved.insert(seq);
+                }
+            }
+        }
+        refs
+    }
+
+    /// A dispatch no entry references: a `running` entry whose seq no entry's `ref` names
+    /// (docs/engine-model.md 7.1, 8.3).
+    pub fn dangling(&self, e: &EntryView) -> bool {
+        e.status == "running" && !self.referenced.contains(&e.seq)
+    }
+
+    /// An `external` or `approval` suspension no `resolution` or `abandon` ref-entry targets.
+    pub fn open_suspension(&self, e: &EntryView) -> bool {
+        matches!(e.kind.as_str(), "external" | "approval")
+            && e.status == "suspended"
+            && !self.resolved.contains(&e.seq)
+    }
 }
 
 /// `auditRun`'s decision table (docs/engine-model.md 7.1), as a pure function of the meta status
 /// (`None`: no row) and the whole journal.
 pub fn audit(meta: Option<Status>, entries: &[EntryView]) -> Audit {
-    let open = entries.iter().filter(|e| open_suspension(e, entries)).count();
-    let dangling_all = entries.iter().filter(|e| dangling(e, entries)).count();
+    let refs = JournalRefs::of(entries);
+    let open = entries.iter().filter(|e| refs.open_suspension(e)).count();
+    let dangling_all = entries.iter().filter(|e| refs.dangling(e)).count();
     let settle = last_run_settle(entries);
     let after_settle = settle.map_or(0, |(seq, _)| {
         entries.len() - entries.iter().position(|e| e.seq == seq).map_or(entries.len(), |i| i + 1)
@@ -399,7 +421,7 @@ pub fn audit(meta: Option<Status>, entries: &[EntryView]) -> Audit {
             // The tail: the entries after the settle.
             let after = entries.iter().position(|e| e.seq == seq).map_or(entries.len(), |i| i + 1);
             let tail = &entries[after..];
-            let derived = if tail.iter().any(|e| dangling(e, entries)) {
+            let derived = if tail.iter().any(|e| refs.dangling(e)) {
                 Status::Running
             } else if tail.is_empty() {
                 recorded
@@ -445,6 +467,12 @@ pub fn audit(meta: Option<Status>, entries: &[EntryView]) -> Audit {
     }
 }
 
+/// The oracle's views of the entries a load returned; `None` when one is not readable as an
+/// entry.
+pub fn entry_views(entries: &[store::JournalEntry]) -> Option<Vec<EntryView>> {
+    entries.iter().map(|e| EntryView::of_value(serde_json::to_value(e).ok()?)).collect()
+}
+
 /// A journal's shape in the terms the audit table (7.1) distinguishes, as a name: `empty`;
 /// `unsettled` (no journaled settle); `settled_quiet` (nothing after the last settle) or
 /// `settled_live` (entries after it); then the qualifiers that hold, in this order:
@@ -456,22 +484,13 @@ pub fn journal_shape(entries: &[EntryView]) -> String {
     if entries.is_empty() {
         return "empty".to_string();
     }
-    let referenced: BTreeSet<u64> = entries.iter().filter_map(|e| e.ref_seq).collect();
-    let resolved: BTreeSet<u64> = entries
-        .iter()
-        .filter(|e| matches!(e.kind.as_str(), "resolution" | "abandon"))
-        .filter_map(|e| e.ref_seq)
-        .collect();
-    let dangling = |e: &EntryView| e.status == "running" && !referenced.contains(&e.seq);
-    let open = entries.iter().any(|e| {
-        matches!(e.kind.as_str(), "external" | "approval")
-            && e.status == "suspended"
-            && !resolved.contains(&e.seq)
-    });
+    let refs = JournalRefs::of(entries);
+    let is_dangling = |e: &EntryView| refs.dangling(e);
+    let open = entries.iter().any(|e| refs.open_suspension(e));
     let mut name = match last_run_settle(entries) {
         None => {
             let mut n = "unsettled".to_string();
-            if entries.iter().any(dangling) {
+            if entries.iter().any(is_dangling) {
                 n.push_str(":dangling");
             }
             n
@@ -480,10 +499,10 @@ pub fn journal_shape(entries: &[EntryView]) -> String {
             let after = entries.iter().position(|e| e.seq == seq).map_or(entries.len(), |i| i + 1);
             let (head, tail) = entries.split_at(after);
             let mut n = if tail.is_empty() { "settled_quiet" } else { "settled_live" }.to_string();
-            if head.iter().any(dangling) {
+            if head.iter().any(is_dangling) {
                 n.push_str(":dangling_before");
             }
-            if tail.iter().any(dangling) {
+            if tail.iter().any(is_dangling) {
                 n.push_str(":dangling_tail");
             }
             n

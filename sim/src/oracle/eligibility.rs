@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::contract::{checkpoint_seq, open_suspension, EntryView, MetaView, Status};
+use super::contract::{checkpoint_seq, EntryView, JournalRefs, MetaView, Status};
 use super::model::{t, Judged};
 use super::{Expectation, Property, Witness};
 use crate::history::{describe_call, Call, OpKind};
@@ -203,7 +203,8 @@ fn sweeps_skip_only_blocked_runs(j: &Judged, out: &mut Vec<Witness>) {
             runs.apply(c);
         }
         let journal = runs.journal(&m.run_id);
-        if journal.iter().any(|e| open_suspension(e, journal)) {
+        let refs = JournalRefs::of(journal);
+        if journal.iter().any(|e| refs.open_suspension(e)) {
             continue;
         }
         let answered = journal

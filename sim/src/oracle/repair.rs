@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::contract::{audit, EntryView, MetaView, Status, Verdict};
+use super::contract::{audit, entry_views, EntryView, MetaView, Status, Verdict};
 use super::model::{t, who, Judged};
 use super::{Expectation, Property, Witness};
 use crate::history::{AuditedCounts, Call, FactKind, OpKind, Read};
@@ -126,11 +126,7 @@ pub(super) fn read_state(
         None => None,
         Some(m) => Some(Status::from_word(&m.status.to_string())?),
     };
-    let views = entries
-        .iter()
-        .map(|e| EntryView::of_value(serde_json::to_value(e).ok()?))
-        .collect::<Option<Vec<_>>>()?;
-    Some((status, views))
+    Some((status, entry_views(entries)?))
 }
 
 /// What a meta read returned (`None`: it did not return).

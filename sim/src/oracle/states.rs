@@ -37,7 +37,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 use store::{FaultPoint, Moment};
 
-use super::contract::{journal_shape, journal_shapes, EntryView};
+use super::contract::{entry_views, journal_shape, journal_shapes};
 use super::model::{Grant, GrantWalk, Judged};
 use super::repair::{audit_reads, read_state};
 use crate::history::{Call, FactKind, FaultKind, OpKind, Outcome, Read};
@@ -328,9 +328,7 @@ pub fn reached(j: &Judged) -> Vec<u16> {
     // The shape of every journal a load returned, and of what each audit report read.
     for c in j.history.calls.iter().filter(|c| c.op == OpKind::Load) {
         if let Some(Read::Entries(entries)) = &c.read {
-            let views: Option<Vec<EntryView>> =
-                entries.iter().map(|e| EntryView::of_value(serde_json::to_value(e).ok()?)).collect();
-            if let Some(views) = views {
+            if let Some(views) = entry_views(entries) {
                 push(&format!("journal:{}", journal_shape(&views)));
             }
         }
