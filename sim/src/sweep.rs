@@ -146,6 +146,49 @@ pub struct SweepReport {
     /// more seed reaches a new one (`richness`).
     #[serde(default)]
     pub states_estimate: crate::richness::Richness,
+    /// The run that came nearest each of the run budgets (`world::CALL_BUDGET`,
+    /// `world::READ_BUDGET`): the headroom a green sweep left before a run would be cut off.
+    #[serde(default)]
+    pub busiest: Busiest,
+}
+
+/// The most store calls and the most recorded read items of any one run of a sweep, each
+/// with the lowest seed that reached it (so the figure does not depend on sharding).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Busiest {
+    pub calls: u64,
+    pub calls_seed: u64,
+    pub read_items: u64,
+    pub read_items_seed: u64,
+}
+
+impl Busiest {
+    /// Keep the larger figure of each pair; on a tie, the lower seed.
+    fn absorb(&mut self, calls: (u64, u64), read_items: (u64, u64)) {
+        let better = |mine: (u64, u64), theirs: (u64, u64)| {
+            theirs.0 > mine.0 || (theirs.0 == mine.0 && theirs.0 > 0 && theirs.1 < mine.1)
+        };
+        if better((self.calls, self.calls_seed), calls) {
+            (self.calls, self.calls_seed) = calls;
+        }
+        if better((self.read_items, self.read_items_seed), read_items) {
+            (self.read_items, self.read_items_seed) = read_items;
+        }
+    }
+
+    /// The figure in words, as a share of each budget.
+    pub fn line(&self) -> String {
+        let share = |n: u64, budget: usize| 100.0 * n as f64 / budget as f64;
+        format!(
+            "  busiest run: seed {} made {} store calls ({:.1}% of the call budget); seed {} read {} items ({:.1}% of the read budget)\n",
+            self.calls_seed,
+            self.calls,
+            share(self.calls, crate::world::CALL_BUDGET),
+            self.read_items_seed,
+            self.read_items,
+            share(self.read_items, crate::world::READ_BUDGET),
+        )
+    }
 }
 
 /// One declared coverage goal over a sweep.
@@ -206,6 +249,7 @@ impl SweepReport {
             states_never_reached: Vec::new(),
             states_seeds: BTreeMap::new(),
             states_estimate: crate::richness::Richness::default(),
+            busiest: Busiest::default(),
         }
     }
 
@@ -262,6 +306,10 @@ impl SweepReport {
                 e.crashed_runs += v.crashed_runs;
                 e.crashed_and_passed_runs += v.crashed_and_passed_runs;
             }
+            m.busiest.absorb(
+                (p.busiest.calls, p.busiest.calls_seed),
+                (p.busiest.read_items, p.busiest.read_items_seed),
+            );
             m.wall_ms = m.wall_ms.max(p.wall_ms);
             m.seeds_per_sec += p.seeds_per_sec;
         }
@@ -326,6 +374,7 @@ impl SweepReport {
         s.push_str(&self.coverage_table());
         s.push_str(&self.goals_line());
         s.push_str(&self.states_line());
+        s.push_str(&self.busiest.line());
         s
     }
 
@@ -450,6 +499,9 @@ struct SeedResult {
     passed: bool,
     goals: Vec<String>,
     states: Vec<u16>,
+    /// The run's store calls and recorded read items (zero when the harness failed).
+    calls: u64,
+    read_items: u64,
 }
 
 fn run_seed(scenario: &'static dyn Scenario, opts: &SweepOptions, seed: u64) -> SeedResult {
@@ -487,6 +539,8 @@ fn run_seed(scenario: &'static dyn Scenario, opts: &SweepOptions, seed: u64) -> 
                 passed: out.report.passed,
                 goals: out.report.goals.clone(),
                 states: out.report.states.clone(),
+                calls: out.history.calls.len() as u64,
+                read_items: out.history.read_items as u64,
             }
         }
         Err(e) => SeedResult {
@@ -507,6 +561,8 @@ fn run_seed(scenario: &'static dyn Scenario, opts: &SweepOptions, seed: u64) -> 
             passed: false,
             goals: Vec::new(),
             states: Vec::new(),
+            calls: 0,
+            read_items: 0,
         },
     }
 }
@@ -624,6 +680,7 @@ impl SweepReport {
     /// Add one seed's result to the totals.
     fn fold(&mut self, r: SeedResult) {
         self.seeds_run += 1;
+        self.busiest.absorb((r.calls, r.seed), (r.read_items, r.seed));
         for g in &r.goals {
             *self.goals_met.entry(g.clone()).or_default() += 1;
         }
@@ -705,6 +762,30 @@ mod tests {
             reproduce: String::new(),
         });
         assert_eq!(exit_code(&[failing]), 1);
+    }
+
+    #[test]
+    fn the_busiest_run_is_the_largest_figure_at_its_lowest_seed_whatever_the_sharding() {
+        let mut a = report(100, 5, 40);
+        a.busiest.absorb((40, 7), (900, 3));
+        a.busiest.absorb((55, 9), (900, 1));
+        a.busiest.absorb((55, 12), (10, 2));
+        assert_eq!(a.busiest, Busiest { calls: 55, calls_seed: 9, read_items: 900, read_items_seed: 1 });
+        let mut b = report(100, 5, 40);
+        b.busiest.absorb((55, 4), (12, 0));
+        let merged = SweepReport::merge(vec![a.clone(), b.clone()]).unwrap();
+        let swapped = SweepReport::merge(vec![b, a]).unwrap();
+        assert_eq!(merged.busiest, Busiest { calls: 55, calls_seed: 4, read_items: 900, read_items_seed: 1 });
+        assert_eq!(swapped.busiest, merged.busiest);
+        let line = merged.summary_table();
+        assert!(line.contains("busiest run: seed 4 made 55 store calls (0.1% of the call budget)"), "{line}");
+        assert!(line.contains("seed 1 read 900 items (0.2% of the read budget)"), "{line}");
+        let field = r#","busiest":{"calls":0,"calls_seed":0,"read_items":0,"read_items_seed":0}"#;
+        let text = serde_json::to_string(&report(10, 1, 40)).unwrap();
+        assert!(text.contains(field), "{text}");
+        let old: SweepReport = serde_json::from_str(&text.replace(field, ""))
+            .expect("a report written before the figure existed still reads");
+        assert_eq!(old.busiest, Busiest::default());
     }
 
     #[test]
