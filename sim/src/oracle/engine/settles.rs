@@ -119,6 +119,124 @@ fn terminal_meta_matches_the_last_settle(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const SETTLES_ONLY_ON_CHANGE: Property = Property {
+    name: "settles_only_on_change",
+    expectation: Expectation::Always,
+    claim: "A grant journals a run_settle only when the write-on-change rule asks for one: the grant appended work of its own before it (this generation), or the journal's latest run_settle has another status, or the journal holds entries but no run_settle. So a pure replay with an unchanged status appends nothing, and an empty journal never gets a settle (docs/engine-model.md 3.3).",
+    not_checked: "Settles appended without a lease (no grant to attribute the work to).",
+    check: settles_only_on_change,
+};
+
+fn settles_only_on_change(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    // Per run, in this generation: whether the journal holds any entry, and its latest
+    // settle's status; and the grants (run, epoch, owner) that appended in this generation.
+    let mut journal: BTreeMap<&str, (bool, Option<Status>)> = BTreeMap::new();
+    let mut worked: std::collections::BTreeSet<(&str, u64, &str)> = std::collections::BTreeSet::new();
+    for &c in j.applied.iter().filter(|c| runs.contains(c.run_id.as_str())) {
+        let run = c.run_id.as_str();
+        match c.op {
+            OpKind::Delete => {
+                journal.remove(run);
+                worked.retain(|k| k.0 != run);
+            }
+            OpKind::Append => {
+                let Some(e) = entry_of(c) else { continue };
+                let grant = c.lease.as_ref().map(|l| (run, l.epoch.0, l.owner.as_str()));
+                let state = journal.entry(run).or_default();
+                if let Some(status) = settle_status(&e) {
+                    let (any, latest) = *state;
+                    if grant.is_some_and(|g| !worked.contains(&g)) && (!any || latest == Some(status)) {
+                        out.push(Witness {
+                            witness: format!(
+                                "run {run}: {} journaled a run_settle of {status} (seq {}) at t={} with no work of its own before it, over {}",
+                                who(c),
+                                e.seq,
+                                t(Judged::applied_ns(c)),
+                                if any {
+                                    format!("a journal already settled {status}")
+                                } else {
+                                    "an empty journal".to_string()
+                                },
+                            ),
+                            op: Some(c.op.as_str()),
+                            call: Some(c.id),
+                        });
+                    }
+                    state.1 = Some(status);
+                }
+                state.0 = true;
+                if let Some(g) = grant {
+                    worked.insert(g);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+pub const SETTLE_FAILURES_REACH_THE_HANDLE: Property = Property {
+    name: "settle_failures_reach_the_handle",
+    expectation: Expectation::Always,
+    claim: "A segment whose handle resolved with its outcome had no settle write fail but as the table allows: its run_settle append (if it made one) was applied, and its terminal meta write was applied or refused as lease_held. Any other refusal of either must reach the caller as an error (docs/engine-model.md 3.4: SupersededError or SettlementError), never a resolved outcome over a meta row left behind the journal.",
+    not_checked: "Segments whose process died (no outcome); runs no engine actor started; calls before the identity's latest acquire of the run.",
+    check: settle_failures_reach_the_handle,
+};
+
+fn settle_failures_reach_the_handle(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    for f in &j.history.facts {
+        let FactKind::Settled { run_id, status, segment, .. } = &f.kind else { continue };
+        if !runs.contains(run_id.as_str()) {
+            continue;
+        }
+        let Some(settled) = Status::from_word(status) else { continue };
+        // The identity's calls of this run before the outcome, from its latest acquire on.
+        let mine: Vec<&Call> = j.history.calls[..f.invoked_before.min(j.history.calls.len())]
+            .iter()
+            .filter(|c| {
+                c.run_id == *run_id
+                    && (c.node, c.incarnation) == (f.node, f.incarnation)
+                    && (c.lease.as_ref().is_some_and(|l| l.owner == f.owner)
+                        || (c.op == OpKind::Acquire && c.args.owner.as_deref() == Some(f.owner.as_str())))
+            })
+            .collect();
+        let from = mine.iter().rposition(|c| c.op == OpKind::Acquire && c.outcome.is_ok()).unwrap_or(0);
+        let tenure = &mine[from..];
+        let refused = |c: &&&Call, allowed: &[&str]| match &c.outcome {
+            Outcome::Err { code, .. } => !allowed.contains(&code.as_str()),
+            _ => false,
+        };
+        let last_settle = tenure
+            .iter()
+            .rfind(|c| c.op == OpKind::Append && entry_of(c).as_ref().and_then(settle_status).is_some());
+        let last_meta = tenure
+            .iter()
+            .rfind(|c| c.op == OpKind::PutMeta && meta_of(c).is_some_and(|m| m.status == settled));
+        let failed = match (last_settle, last_meta) {
+            (Some(c), _) if refused(&c, &[]) => Some((c, "run_settle append")),
+            (_, Some(c)) if refused(&c, &["lease_held"]) => Some((c, "meta write")),
+            _ => None,
+        };
+        if let Some((c, what)) = failed {
+            out.push(Witness {
+                witness: format!(
+                    "run {run_id}: {}'s segment {segment} resolved {status} at t={} although its {what} at t={} was refused ({})",
+                    f.owner,
+                    t(f.at_ns),
+                    t(c.returned_ns.unwrap_or(c.invoked_ns)),
+                    match &c.outcome {
+                        Outcome::Err { code, .. } => code.as_str(),
+                        _ => "error",
+                    }
+                ),
+                op: Some(c.op.as_str()),
+                call: Some(c.id),
+            });
+        }
+    }
+}
+
 pub const NO_CLEAN_SETTLE_OVER_A_LOST_APPEND: Property = Property {
     name: "no_clean_settle_over_a_lost_append",
     expectation: Expectation::Always,
