@@ -237,6 +237,73 @@ fn settle_failures_reach_the_handle(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const A_BOOTED_SEGMENT_SETTLES_BEFORE_ITS_RELEASE: Property = Property {
+    name: "a_booted_segment_settles_before_its_release",
+    expectation: Expectation::Always,
+    claim: "A segment that booted (its grant passed the engine's boot point and its running meta write applied) and whose process lives to release that grant first tries to settle: a meta write of another status, or a run_settle append, under the grant. Every way a live segment ends (done, parked, cancelled by a refused renew or a stop, superseded, a failed settle) goes through the settle (docs/engine-model.md 1.4, 3.4); only a crash skips it.",
+    not_checked: "Grants whose process died before a release (no release call); releases by another process or incarnation than the boot's; grants that never booted a segment (skips, retention, repairs).",
+    check: a_booted_segment_settles_before_its_release,
+};
+
+fn a_booted_segment_settles_before_its_release(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    // Per grant (run, epoch, owner, node, incarnation): the boot's running meta write, and
+    // whether a settle write followed it.
+    type Grant<'h> = (&'h str, u64, &'h str, u32, u32);
+    let mut booted: BTreeMap<Grant, (&Call, bool)> = BTreeMap::new();
+    for c in j.history.calls.iter().filter(|c| runs.contains(c.run_id.as_str())) {
+        let Some(l) = &c.lease else { continue };
+        let g = (c.run_id.as_str(), l.epoch.0, l.owner.as_str(), c.node, c.incarnation);
+        match c.op {
+            OpKind::PutMeta => match meta_of(c) {
+                Some(m) if m.status == Status::Running => {
+                    // A segment's boot passes its engine point first; an operator's repair
+                    // to `running` does not.
+                    let boot = j.index().marked(
+                        "engine.boot.before_meta",
+                        c.node,
+                        c.incarnation,
+                        &c.run_id,
+                        Some(l.epoch.0),
+                    );
+                    if c.applied.is_some() && boot {
+                        booted.entry(g).or_insert((c, false));
+                    }
+                }
+                Some(_) => {
+                    if let Some(b) = booted.get_mut(&g) {
+                        b.1 = true;
+                    }
+                }
+                None => {}
+            },
+            OpKind::Append if entry_of(c).as_ref().and_then(settle_status).is_some() => {
+                if let Some(b) = booted.get_mut(&g) {
+                    b.1 = true;
+                }
+            }
+            OpKind::Release => {
+                let Some((boot, settled)) = booted.remove(&g) else { continue };
+                if !settled {
+                    out.push(Witness {
+                        witness: format!(
+                            "run {}: {} booted a segment at t={} (epoch {}) and released its lease at t={} without a settle write",
+                            c.run_id,
+                            who(c),
+                            t(Judged::applied_ns(boot)),
+                            l.epoch.0,
+                            t(c.invoked_ns),
+                        ),
+                        op: Some(c.op.as_str()),
+                        call: Some(c.id),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 pub const NO_CLEAN_SETTLE_OVER_A_LOST_APPEND: Property = Property {
     name: "no_clean_settle_over_a_lost_append",
     expectation: Expectation::Always,
