@@ -1,7 +1,10 @@
 //! The settle family: how a run's end is written. A segment's work is followed by its
-//! `run_settle`, no run ends stranded (terminal meta over live journal work), a completed
-//! run journals exactly one ok settle and never two equal settles without work between
-//! them, and the settled value is the one its workflow computes.
+//! `run_settle` and a settle is journaled only when the write-on-change rule asks for one;
+//! a segment that booted settles before it lets its lease go, and a settle write that failed
+//! (but as the table allows) never resolves the handle; no run ends stranded (terminal meta
+//! over live journal work), a completed run journals exactly one ok settle and never two
+//! equal settles without work between them, and the settled value is the one its workflow
+//! computes.
 //!
 //! Each property is judged from the apply-ordered history and the engine facts, under the
 //! holder and generation rules of [`super`].
@@ -531,6 +534,141 @@ mod tests {
         h.meta(0, None, "r", RunStatus::Error, 1);
         assert_eq!(h.judge("journal_never_behind_meta").len(), 1);
         assert_eq!(h.judge("no_stranded_run").len(), 1);
+    }
+
+    /// Turn the last call into a refusal with `code`: nothing applied.
+    fn refuse_last(h: &mut HistoryBuilder, code: &str) {
+        h.h.applied_count -= 1;
+        let c = h.h.calls.last_mut().expect("a call");
+        c.applied = None;
+        c.outcome = crate::history::Outcome::Err { code: code.into(), message: code.into() };
+    }
+
+    fn settled(h: &mut HistoryBuilder, owner: &str, status: &str) {
+        h.fact(
+            0,
+            owner,
+            FactKind::Settled { run_id: "r".into(), status: status.into(), value: None, segment: 1 },
+        );
+    }
+
+    #[test]
+    fn a_settle_is_journaled_only_when_the_rule_asks() {
+        // A grant that did work settles; a pure replay of the same status does not.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", running(1));
+        h.append(0, &a, "r", terminal(2, 1, "ok"));
+        h.append(0, &a, "r", settle(3, "ok"));
+        let b = h.acquire(0, "b", "r", 2);
+        assert!(h.judge("settles_only_on_change").is_empty());
+        h.append(0, &b, "r", settle(4, "ok"));
+        let v = h.judge("settles_only_on_change");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("already settled ok"), "{v:?}");
+        // A replay that changes the status, and the third arm (entries, no settle), settle.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", running(1));
+        let b = h.acquire(0, "b", "r", 2);
+        h.append(0, &b, "r", settle(2, "cancelled"));
+        let c = h.acquire(0, "c", "r", 3);
+        h.append(0, &c, "r", settle(3, "error"));
+        assert!(h.judge("settles_only_on_change").is_empty());
+        // An empty journal never gets one; a recreated run starts a new generation.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", running(1));
+        h.append(0, &a, "r", settle(2, "cancelled"));
+        h.delete(0, Some(&a), "r");
+        let b = h.acquire(0, "b", "r", 1);
+        h.append(0, &b, "r", settle(1, "cancelled"));
+        let v = h.judge("settles_only_on_change");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("empty journal"), "{v:?}");
+    }
+
+    #[test]
+    fn a_failed_settle_write_must_not_resolve_the_handle() {
+        // The meta write refused lease_held: swallowed, the handle resolves (3.4).
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", settle(1, "error"));
+        h.meta(0, Some(&a), "r", RunStatus::Error, 1);
+        refuse_last(&mut h, "lease_held");
+        settled(&mut h, "a", "error");
+        assert!(h.judge("settle_failures_reach_the_handle").is_empty());
+        // Refused busy: a settlement error, not an outcome.
+        let b = h.acquire(0, "a", "r", 2);
+        h.append(0, &b, "r", settle(2, "ok"));
+        h.meta(0, Some(&b), "r", RunStatus::Ok, 2);
+        refuse_last(&mut h, "busy");
+        settled(&mut h, "a", "ok");
+        let v = h.judge("settle_failures_reach_the_handle");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("meta write") && v[0].witness.contains("busy"), "{v:?}");
+        // A refused settle append (any code) skips the meta write and rejects the handle.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", settle(1, "ok"));
+        refuse_last(&mut h, "lease_held");
+        settled(&mut h, "a", "ok");
+        let v = h.judge("settle_failures_reach_the_handle");
+        assert!(v.len() == 1 && v[0].witness.contains("run_settle append"), "{v:?}");
+        // Only the identity's latest tenure counts: a refusal under an earlier grant does not.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
+        refuse_last(&mut h, "busy");
+        let b = h.acquire(0, "a", "r", 2);
+        h.meta(0, Some(&b), "r", RunStatus::Ok, 2);
+        settled(&mut h, "a", "ok");
+        assert!(h.judge("settle_failures_reach_the_handle").is_empty());
+    }
+
+    #[test]
+    fn a_booted_segment_released_without_a_settle_is_caught() {
+        fn boot(h: &mut HistoryBuilder, l: &store::Lease) {
+            h.h.marks.push(crate::history::Mark {
+                point: "engine.boot.before_meta",
+                node: 0,
+                incarnation: 0,
+                run_id: "r".into(),
+                epoch: Some(l.epoch.0),
+                applied_before: h.h.applied_count,
+                invoked_before: h.h.calls.len(),
+            });
+            h.meta(0, Some(l), "r", RunStatus::Running, l.epoch.0);
+        }
+        fn release(h: &mut HistoryBuilder, l: &store::Lease) {
+            h.push(0, crate::history::OpKind::Release, "r", Some(l.clone()), Default::default(), None);
+        }
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        boot(&mut h, &a);
+        h.append(0, &a, "r", running(1));
+        h.append(0, &a, "r", settle(2, "cancelled"));
+        h.meta(0, Some(&a), "r", RunStatus::Cancelled, 1);
+        release(&mut h, &a);
+        // A repair to running (no boot point) released at once is lawful.
+        let r = h.acquire(0, "op", "r", 2);
+        h.meta(0, Some(&r), "r", RunStatus::Running, 1);
+        release(&mut h, &r);
+        // A superseded segment whose settle append was refused tried its settle.
+        let b = h.acquire(0, "b", "r", 3);
+        boot(&mut h, &b);
+        h.append(0, &b, "r", settle(3, "error"));
+        refuse_last(&mut h, "lease_held");
+        release(&mut h, &b);
+        assert!(h.judge("a_booted_segment_settles_before_its_release").is_empty());
+        // A segment that stopped after a refused renew and let go without settling.
+        let c = h.acquire(0, "c", "r", 4);
+        boot(&mut h, &c);
+        h.append(0, &c, "r", running(3));
+        release(&mut h, &c);
+        let v = h.judge("a_booted_segment_settles_before_its_release");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("epoch 4"), "{v:?}");
     }
 
     #[test]
