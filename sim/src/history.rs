@@ -207,6 +207,13 @@ impl Outcome {
     pub fn is_ok(&self) -> bool {
         matches!(self, Outcome::Ok { .. })
     }
+    /// The typed code the call was refused with; `None` when it returned or its node died.
+    pub fn refusal(&self) -> Option<&str> {
+        match self {
+            Outcome::Err { code, .. } => Some(code),
+            _ => None,
+        }
+    }
     /// Refused with Busy (a write lock held elsewhere).
     pub fn is_busy(&self) -> bool {
         matches!(self, Outcome::Err { code, .. } if code == "busy")

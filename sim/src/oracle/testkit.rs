@@ -213,8 +213,13 @@ pub mod engine {
         pub fn append_lost(&mut self, node: u32, l: &Lease, run: &str, e: Value, code: &str) {
             let args = Args { seq: e["seq"].as_u64(), payload: Some(e.to_string()), ..Args::default() };
             self.push(node, OpKind::Append, run, Some(l.clone()), args, None);
+            self.refuse_last(code);
+        }
+        /// Turn the last call pushed into a refusal with `code`: nothing applied. (The final
+        /// state is the caller's: an append or meta write refused leaves it as it was.)
+        pub fn refuse_last(&mut self, code: &str) {
             self.h.applied_count -= 1;
-            let c = self.h.calls.last_mut().expect("just pushed");
+            let c = self.h.calls.last_mut().expect("a call was pushed");
             c.applied = None;
             c.outcome = crate::history::Outcome::Err { code: code.into(), message: code.into() };
         }

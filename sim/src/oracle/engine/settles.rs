@@ -68,6 +68,39 @@ fn settle_follows_segment_work(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+/// Per run, its journal in the current generation as the settle properties read it: whether
+/// it holds any entry, and its latest run_settle (seq, status). Fed the applied mutations in
+/// apply order; a delete starts an empty generation.
+#[derive(Default)]
+struct SettledJournals<'h>(BTreeMap<&'h str, SettledJournal>);
+
+/// Whether a journal holds any entry, and its latest run_settle (seq, status).
+type SettledJournal = (bool, Option<(u64, Status)>);
+
+impl<'h> SettledJournals<'h> {
+    fn of(&self, run: &str) -> SettledJournal {
+        self.0.get(run).copied().unwrap_or_default()
+    }
+
+    /// Take one applied mutation: a delete empties the run's journal, an append of an entry
+    /// (`entry`, parsed by the caller) adds to it.
+    fn apply(&mut self, c: &'h Call, entry: Option<&EntryView>) {
+        match (c.op, entry) {
+            (OpKind::Delete, _) => {
+                self.0.remove(c.run_id.as_str());
+            }
+            (OpKind::Append, Some(e)) => {
+                let run = self.0.entry(c.run_id.as_str()).or_default();
+                run.0 = true;
+                if let Some(status) = settle_status(e) {
+                    run.1 = Some((e.seq, status));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 pub const TERMINAL_META_MATCHES_THE_LAST_SETTLE: Property = Property {
         name: "terminal_meta_matches_the_last_settle",
         expectation: Expectation::Always,
@@ -78,29 +111,20 @@ pub const TERMINAL_META_MATCHES_THE_LAST_SETTLE: Property = Property {
 
 fn terminal_meta_matches_the_last_settle(j: &Judged, out: &mut Vec<Witness>) {
     let runs = engine_runs(j);
-    // Per run, in this generation: whether its journal holds any entry, and its latest settle
-    // (seq, status).
-    type Journal = (bool, Option<(u64, Status)>);
-    let mut journal: BTreeMap<&str, Journal> = BTreeMap::new();
+    let mut journals = SettledJournals::default();
     for &c in j.applied.iter().filter(|c| runs.contains(c.run_id.as_str())) {
         match c.op {
-            OpKind::Delete => {
-                journal.remove(c.run_id.as_str());
-            }
+            OpKind::Delete => journals.apply(c, None),
             OpKind::Append => {
                 let Some(e) = entry_of(c) else { continue };
-                let run = journal.entry(c.run_id.as_str()).or_default();
-                run.0 = true;
-                if let Some(status) = settle_status(&e) {
-                    run.1 = Some((e.seq, status));
-                }
+                journals.apply(c, Some(&e));
             }
             OpKind::PutMeta if c.lease.is_some() => {
                 let Some(m) = meta_of(c) else { continue };
                 if matches!(m.status, Status::Running | Status::Suspended) {
                     continue;
                 }
-                let (any, settle) = journal.get(c.run_id.as_str()).copied().unwrap_or_default();
+                let (any, settle) = journals.of(&c.run_id);
                 if !any || settle.is_some_and(|(_, s)| s == m.status) {
                     continue;
                 }
@@ -132,24 +156,23 @@ pub const SETTLES_ONLY_ON_CHANGE: Property = Property {
 
 fn settles_only_on_change(j: &Judged, out: &mut Vec<Witness>) {
     let runs = engine_runs(j);
-    // Per run, in this generation: whether the journal holds any entry, and its latest
-    // settle's status; and the grants (run, epoch, owner) that appended in this generation.
-    let mut journal: BTreeMap<&str, (bool, Option<Status>)> = BTreeMap::new();
+    // The journals, and the grants (run, epoch, owner) that appended in this generation.
+    let mut journals = SettledJournals::default();
     let mut worked: std::collections::BTreeSet<(&str, u64, &str)> = std::collections::BTreeSet::new();
     for &c in j.applied.iter().filter(|c| runs.contains(c.run_id.as_str())) {
         let run = c.run_id.as_str();
         match c.op {
             OpKind::Delete => {
-                journal.remove(run);
+                journals.apply(c, None);
                 worked.retain(|k| k.0 != run);
             }
             OpKind::Append => {
                 let Some(e) = entry_of(c) else { continue };
                 let grant = c.lease.as_ref().map(|l| (run, l.epoch.0, l.owner.as_str()));
-                let state = journal.entry(run).or_default();
                 if let Some(status) = settle_status(&e) {
-                    let (any, latest) = *state;
-                    if grant.is_some_and(|g| !worked.contains(&g)) && (!any || latest == Some(status)) {
+                    let (any, latest) = journals.of(run);
+                    let repeated = latest.is_some_and(|(_, s)| s == status);
+                    if grant.is_some_and(|g| !worked.contains(&g)) && (!any || repeated) {
                         out.push(Witness {
                             witness: format!(
                                 "run {run}: {} journaled a run_settle of {status} (seq {}) at t={} with no work of its own before it, over {}",
@@ -166,9 +189,8 @@ fn settles_only_on_change(j: &Judged, out: &mut Vec<Witness>) {
                             call: Some(c.id),
                         });
                     }
-                    state.1 = Some(status);
                 }
-                state.0 = true;
+                journals.apply(c, Some(&e));
                 if let Some(g) = grant {
                     worked.insert(g);
                 }
@@ -195,30 +217,32 @@ fn settle_failures_reach_the_handle(j: &Judged, out: &mut Vec<Witness>) {
         }
         let Some(settled) = Status::from_word(status) else { continue };
         // The identity's calls of this run before the outcome, from its latest acquire on.
-        let mine: Vec<&Call> = j.history.calls[..f.invoked_before.min(j.history.calls.len())]
+        let process = j.index().of_process(f.node, f.incarnation);
+        let before = &process[..process.partition_point(|c| c.id < f.invoked_before)];
+        let mine: Vec<&Call> = before
             .iter()
+            .copied()
             .filter(|c| {
                 c.run_id == *run_id
-                    && (c.node, c.incarnation) == (f.node, f.incarnation)
                     && (c.lease.as_ref().is_some_and(|l| l.owner == f.owner)
                         || (c.op == OpKind::Acquire && c.args.owner.as_deref() == Some(f.owner.as_str())))
             })
             .collect();
         let from = mine.iter().rposition(|c| c.op == OpKind::Acquire && c.outcome.is_ok()).unwrap_or(0);
         let tenure = &mine[from..];
-        let refused = |c: &&&Call, allowed: &[&str]| match &c.outcome {
-            Outcome::Err { code, .. } => !allowed.contains(&code.as_str()),
-            _ => false,
-        };
         let last_settle = tenure
             .iter()
             .rfind(|c| c.op == OpKind::Append && entry_of(c).as_ref().and_then(settle_status).is_some());
         let last_meta = tenure
             .iter()
             .rfind(|c| c.op == OpKind::PutMeta && meta_of(c).is_some_and(|m| m.status == settled));
+        // A refused settle append rejects the handle whatever the code; a refused meta write
+        // resolves it only when a successor holds the run.
         let failed = match (last_settle, last_meta) {
-            (Some(c), _) if refused(&c, &[]) => Some((c, "run_settle append")),
-            (_, Some(c)) if refused(&c, &["lease_held"]) => Some((c, "meta write")),
+            (Some(c), _) if c.outcome.refusal().is_some() => Some((c, "run_settle append")),
+            (_, Some(c)) if c.outcome.refusal().is_some_and(|code| code != "lease_held") => {
+                Some((c, "meta write"))
+            }
             _ => None,
         };
         if let Some((c, what)) = failed {
@@ -228,10 +252,7 @@ fn settle_failures_reach_the_handle(j: &Judged, out: &mut Vec<Witness>) {
                     f.owner,
                     t(f.at_ns),
                     t(c.returned_ns.unwrap_or(c.invoked_ns)),
-                    match &c.outcome {
-                        Outcome::Err { code, .. } => code.as_str(),
-                        _ => "error",
-                    }
+                    c.outcome.refusal().unwrap_or("error"),
                 ),
                 op: Some(c.op.as_str()),
                 call: Some(c.id),
@@ -358,10 +379,7 @@ fn no_clean_settle_over_a_lost_append(j: &Judged, out: &mut Vec<Witness>) {
                 t(Judged::applied_ns(c)),
                 first.args.seq.map_or("?".to_string(), |s| s.to_string()),
                 t(first.returned_ns.unwrap_or(first.invoked_ns)),
-                match &first.outcome {
-                    Outcome::Err { code, .. } => code.as_str(),
-                    _ => "error",
-                }
+                first.outcome.refusal().unwrap_or("error"),
             ),
             op: Some(c.op.as_str()),
             call: Some(c.id),
@@ -536,14 +554,6 @@ mod tests {
         assert_eq!(h.judge("no_stranded_run").len(), 1);
     }
 
-    /// Turn the last call into a refusal with `code`: nothing applied.
-    fn refuse_last(h: &mut HistoryBuilder, code: &str) {
-        h.h.applied_count -= 1;
-        let c = h.h.calls.last_mut().expect("a call");
-        c.applied = None;
-        c.outcome = crate::history::Outcome::Err { code: code.into(), message: code.into() };
-    }
-
     fn settled(h: &mut HistoryBuilder, owner: &str, status: &str) {
         h.fact(
             0,
@@ -595,14 +605,14 @@ mod tests {
         let a = h.acquire(0, "a", "r", 1);
         h.append(0, &a, "r", settle(1, "error"));
         h.meta(0, Some(&a), "r", RunStatus::Error, 1);
-        refuse_last(&mut h, "lease_held");
+        h.refuse_last("lease_held");
         settled(&mut h, "a", "error");
         assert!(h.judge("settle_failures_reach_the_handle").is_empty());
         // Refused busy: a settlement error, not an outcome.
         let b = h.acquire(0, "a", "r", 2);
         h.append(0, &b, "r", settle(2, "ok"));
         h.meta(0, Some(&b), "r", RunStatus::Ok, 2);
-        refuse_last(&mut h, "busy");
+        h.refuse_last("busy");
         settled(&mut h, "a", "ok");
         let v = h.judge("settle_failures_reach_the_handle");
         assert_eq!(v.len(), 1, "{v:?}");
@@ -611,7 +621,7 @@ mod tests {
         let mut h = HistoryBuilder::engine_run();
         let a = h.acquire(0, "a", "r", 1);
         h.append(0, &a, "r", settle(1, "ok"));
-        refuse_last(&mut h, "lease_held");
+        h.refuse_last("lease_held");
         settled(&mut h, "a", "ok");
         let v = h.judge("settle_failures_reach_the_handle");
         assert!(v.len() == 1 && v[0].witness.contains("run_settle append"), "{v:?}");
@@ -619,7 +629,7 @@ mod tests {
         let mut h = HistoryBuilder::engine_run();
         let a = h.acquire(0, "a", "r", 1);
         h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
-        refuse_last(&mut h, "busy");
+        h.refuse_last("busy");
         let b = h.acquire(0, "a", "r", 2);
         h.meta(0, Some(&b), "r", RunStatus::Ok, 2);
         settled(&mut h, "a", "ok");
@@ -658,7 +668,7 @@ mod tests {
         let b = h.acquire(0, "b", "r", 3);
         boot(&mut h, &b);
         h.append(0, &b, "r", settle(3, "error"));
-        refuse_last(&mut h, "lease_held");
+        h.refuse_last("lease_held");
         release(&mut h, &b);
         assert!(h.judge("a_booted_segment_settles_before_its_release").is_empty());
         // A segment that stopped after a refused renew and let go without settling.
