@@ -501,11 +501,15 @@ impl Scenario for EngineScenario {
                 crash_points,
             )
         } else {
-            profile.active(200, 600).fire(10, 60).stalls((200, 600), (100, 500), 300).crashes(
-                0,
-                100,
-                crash_points,
-            )
+            // Of the yields before a store write, up to 30% meet another writer's lock (a
+            // focused scenario spends its faults on its window: a busy write fails the run
+            // before it gets there).
+            profile
+                .active(200, 600)
+                .fire(10, 60)
+                .stalls((200, 600), (100, 500), 300)
+                .crashes(0, 100, crash_points)
+                .contends(0, 300)
         }
     }
 

@@ -173,6 +173,7 @@ impl Scenario for Soak {
                     .fire(5, 60)
                     .stalls((200, 600), (100, 500), 160)
                     .crashes(0, 80, crash_points)
+                    .contends(0, 300)
                     .occurrences(300)
                     .clocks(20, 200)
             }

@@ -11,7 +11,10 @@
 //! call being polled, and performs the plan's action, if any: a yield, a virtual stall (of a
 //! length, or to the lease's expiry instant), a pause of the whole process (the node pauses
 //! itself; the supervisor resumes it after a length, or once the run was taken over), or a
-//! crash (the node kills itself; the supervisor restarts it later).
+//! crash (the node kills itself; the supervisor restarts it later), or a contended write (a
+//! writer of the harness holds the database's write lock across the call, which meets a real
+//! `SQLITE_BUSY`; the hold ends at the node's next point outside that call, or after
+//! [`crate::plan::CONTENTION_MS`]).
 //!
 //! Interrupts: a scenario may arm one per node ([`WorldState::arm_interrupt`]); it is
 //! delivered at the node's next leased write point (before the write begins or right after
@@ -108,6 +111,9 @@ impl Env for SimEnv {
         if w.over_budget() {
             return Some(Box::pin(std::future::pending()));
         }
+        // A contention this node's earlier call met ends as the node moves past that call.
+        let call = current_call();
+        w.end_contention(|c| c.node == self.node && (c.call != call || call.is_none()));
         // A process paused until a takeover that this commit completes is resumed now, and
         // this task waits (unless the plan acts here anyway) so the resumed process's next
         // step lands right after this write.
@@ -140,6 +146,11 @@ impl Env for SimEnv {
         .then(|| w.deliver_interrupt(self.node))
         .flatten();
         let action = action.or(interrupted.map(|ms| Action::Stall { ms }));
+        // Contention acts only before a store write begins; elsewhere it is a yield.
+        let action = action.map(|a| match a {
+            Action::Contend if !crate::plan::contendable(point) => Action::Yield,
+            a => a,
+        });
         let Some(action) = action else {
             // A microsecond's sleep, not a yield: madsim picks the next ready task at
             // random, so after a yield the committing task could go on first; asleep, it
@@ -160,6 +171,7 @@ impl Env for SimEnv {
         };
         let until_ns = match action {
             Action::Yield | Action::Crash { .. } => Some(now_ns()),
+            Action::Contend => Some(now_ns() + crate::plan::CONTENTION_MS * 1_000_000),
             Action::Stall { ms } | Action::Pause { ms } => Some(now_ns() + ms * 1_000_000),
             Action::StallToExpiry => Some(now_ns() + to_expiry(0)),
             Action::StallToBeforeExpiry { ms } => {
@@ -181,6 +193,7 @@ impl Env for SimEnv {
                 | Action::PauseUntilTakeover { .. }
                 | Action::PauseUntilAcquired { .. } => FaultKind::Pause,
                 Action::Crash { .. } => FaultKind::Crash,
+                Action::Contend => FaultKind::Contend,
             },
             call: current_call(),
             run_id: site.run_id.map(str::to_string),
@@ -255,6 +268,11 @@ impl Env for SimEnv {
                     madsim::task::yield_now().await;
                     Ok(())
                 }))
+            }
+            Action::Contend => {
+                // The store's BEGIN IMMEDIATE comes right after this point, in the same poll.
+                w.contend(self.node, current_call());
+                None
             }
             Action::Crash { restart_after_ms } => {
                 w.crash_self(self.node, restart_after_ms);

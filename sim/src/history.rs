@@ -488,6 +488,8 @@ pub enum FaultKind {
     /// The whole process paused (for a length, or until the run was taken over).
     Pause,
     Crash,
+    /// Another writer held the write lock across the call ([`crate::plan::Action::Contend`]).
+    Contend,
 }
 
 /// One injected fault.

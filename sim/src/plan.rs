@@ -76,6 +76,24 @@ pub enum Action {
     /// process runs, and the caller then acquires a run that changed under it. Same bounds
     /// as [`Action::PauseUntilTakeover`]; a point that names no run pauses 1.5 ttl.
     PauseUntilAcquired { writes: u32 },
+    /// Another writer holds the database's write lock across this call: at a point before a
+    /// store write begins, a connection of the harness (a process sharing the file that the
+    /// scenario does not otherwise run, as a CLI or another worker pool would) opens
+    /// `BEGIN IMMEDIATE`, so the call's own transaction meets a real `SQLITE_BUSY` (the
+    /// store's `busy_timeout` is 0). The writer rolls back, having written nothing, when this
+    /// node next reaches a fault point outside the contended call, or 1 ms (virtual) later,
+    /// whichever comes first ([`CONTENTION_MS`]). Every other process's writes meet the same
+    /// lock meanwhile. Elsewhere (a read, an engine point) it is a yield.
+    Contend,
+}
+
+/// How long a [`Action::Contend`] writer holds the write lock at most, in virtual ms.
+pub const CONTENTION_MS: u64 = 1;
+
+/// Whether [`Action::Contend`] can act at `point`: the moment before a store write begins.
+pub fn contendable(point: FaultPoint) -> bool {
+    point.moment() == store::Moment::Before
+        && crate::history::OpKind::of_point(point).is_some_and(crate::history::OpKind::is_mutation)
 }
 
 /// The longest a [`Action::PauseUntilTakeover`] waits, in ttls.
@@ -101,6 +119,7 @@ impl Action {
                 "pause the process until another acquires the run ({writes} write{} of its)",
                 if *writes == 1 { "" } else { "s" }
             ),
+            Action::Contend => "contend: another writer holds the write lock".into(),
         }
     }
 }
@@ -168,6 +187,11 @@ pub struct Swarm {
     /// ([`Action::PauseUntilTakeover`]); drawn from its own stream too. Seed sweeps draw none.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub pause_per_mille: u32,
+    /// Of the yields at the moment before a store write begins ([`contendable`]): the share
+    /// turned into a contended write ([`Action::Contend`]), drawn from its own stream. A plan
+    /// saved before contention existed reads 0 and replays as it did.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub contend_per_mille: u32,
     /// Of the worker stops a scenario draws, the share delivered as an interrupt at one of
     /// the worker's own leased writes instead of at a time (the write then stalls with the
     /// stop in flight; see [`crate::world_state::WorldState::arm_interrupt`]). Every derived
@@ -205,6 +229,7 @@ impl Swarm {
             crash_per_mille: 0,
             expiry_stall_per_mille: 0,
             pause_per_mille: 0,
+            contend_per_mille: 0,
             interrupt_per_mille: 0,
             default_workers: false,
         }
@@ -290,6 +315,14 @@ impl Recipe {
                 } else {
                     Action::PauseUntilTakeover { writes: t.between(1, 8) as u32, same_op: false }
                 }
+            }
+            Action::Yield
+                if sw.contend_per_mille > 0
+                    && contendable(point)
+                    && rng(plan.seed, "contend", stream_index(node, &point, occurrence))
+                        .chance(sw.contend_per_mille) =>
+            {
+                Action::Contend
             }
             other => other,
         })
@@ -382,6 +415,9 @@ pub struct FaultProfile {
     /// Of the stalls past the ttl, the per-mille range that pause the whole process instead
     /// ([`Swarm::pause_per_mille`]). (0, 0) in every scenario's own profile.
     pub pause_per_mille: (u32, u32),
+    /// Of the yields before a store write begins, the per-mille range turned into contended
+    /// writes ([`Swarm::contend_per_mille`]).
+    pub contend_per_mille: (u32, u32),
 }
 
 impl FaultProfile {
@@ -400,6 +436,7 @@ impl FaultProfile {
             drift_ppm_max: 0,
             crash_points: Vec::new(),
             pause_per_mille: (0, 0),
+            contend_per_mille: (0, 0),
         }
     }
 
@@ -438,6 +475,11 @@ impl FaultProfile {
     /// Of the stalls past the ttl, the per-mille range that pause the whole process.
     pub fn pauses(self, lo: u32, hi: u32) -> FaultProfile {
         FaultProfile { pause_per_mille: (lo, hi), ..self }
+    }
+
+    /// Of the yields before a store write begins, the per-mille range that contend.
+    pub fn contends(self, lo: u32, hi: u32) -> FaultProfile {
+        FaultProfile { contend_per_mille: (lo, hi), ..self }
     }
 
     /// How many occurrences per (node, point) the plan covers.
@@ -487,6 +529,11 @@ impl Plan {
         let expiry_stall_per_mille = pick((0, 300));
         // Drawn last and only when asked for, so every other plan draws as it always did.
         let pause_per_mille = if faults.pause_per_mille.1 > 0 { pick(faults.pause_per_mille) } else { 0 };
+        // Its own stream, so a scenario that turns contention on keeps every other draw.
+        let contend_per_mille = match faults.contend_per_mille {
+            (_, 0) => 0,
+            (lo, hi) => rng(seed, "contend-share", 0).between(u64::from(lo), u64::from(hi)) as u32,
+        };
 
         let mut active_rng = rng(seed, "active-points", 0);
         let active: Vec<FaultPoint> =
@@ -516,6 +563,7 @@ impl Plan {
                 crash_per_mille,
                 expiry_stall_per_mille,
                 pause_per_mille,
+                contend_per_mille,
                 interrupt_per_mille: INTERRUPT_PER_MILLE,
                 default_workers: true,
             },

@@ -227,6 +227,9 @@ pub fn run(
         at_last_fire: RefCell::new(vec![0; nodes as usize * FaultPoint::ALL.len()]),
         leased: RefCell::new(vec![0; nodes as usize * FaultPoint::ALL.len()]),
         observer: RefCell::new(None),
+        contender: RefCell::new(None),
+        contention: RefCell::new(None),
+        contentions: Cell::new(0),
         faults_on: Cell::new(true),
         exhausted: Cell::new(false),
         read_budget: options.read_budget.unwrap_or(READ_BUDGET),
@@ -247,6 +250,8 @@ pub fn run(
     let result = rt.block_on(drive(scenario, world.clone(), options.keep_db.as_deref()));
     CURRENT_WORLD.with(|w| *w.borrow_mut() = None);
     drop(rt);
+    world.end_contention(|_| true);
+    world.contender.borrow_mut().take();
     world.observer.borrow_mut().take();
     drop(db_guard);
     // A foreign store's child fault is a harness error, whatever the run produced.
@@ -298,6 +303,7 @@ async fn drive(
         None => scenario.supervise(world.clone()).await,
     }
     world.faults_on.set(false);
+    world.end_contention(|_| true);
     world.wake_tx.borrow_mut().take();
     world.kill_all();
     madsim::time::sleep(Duration::from_millis(1)).await;

@@ -62,6 +62,12 @@ pub struct WorldState {
     /// superseded).
     pub(crate) leased: RefCell<Vec<u32>>,
     pub(crate) observer: RefCell<Option<Connection>>,
+    /// The contending writer ([`Action::Contend`]): a connection of its own, opened at the
+    /// first contention, and the hold it has open, if any.
+    pub(crate) contender: RefCell<Option<Connection>>,
+    pub(crate) contention: RefCell<Option<Contention>>,
+    /// Numbers the contentions of a run.
+    pub(crate) contentions: Cell<u64>,
     pub faults_on: Cell<bool>,
     /// Set once the run has made [`CALL_BUDGET`] store calls: every later call hangs, and
     /// the run ends (see `drive`).
@@ -95,6 +101,15 @@ pub(crate) struct ArmedInterrupt {
     pub skip: u32,
     pub stall_ms: u64,
     pub tx: futures::channel::oneshot::Sender<()>,
+}
+
+/// The contending writer's open `BEGIN IMMEDIATE`: which node's call it contends, and its
+/// number (so the timer that ends it does not end a later one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Contention {
+    pub hold: u64,
+    pub node: u32,
+    pub call: Option<usize>,
 }
 
 /// A process paused until a takeover, waiting for the successor's writes.
@@ -134,6 +149,8 @@ pub enum Wake {
     /// The node paused itself in this incarnation (its `pause` number): resume it as `when`
     /// says.
     Resume { node: u32, incarnation: u32, pause: u64, when: Resume },
+    /// A contending writer took the write lock: roll it back after `ms` if it still holds.
+    EndContention { hold: u64, ms: u64 },
 }
 
 impl WorldState {
@@ -463,6 +480,12 @@ impl WorldState {
                         w.restart(node);
                     }
                 }),
+                Wake::EndContention { hold, ms } => madsim::task::spawn_local(async move {
+                    madsim::time::sleep(Duration::from_millis(ms)).await;
+                    if let Some(w) = w.upgrade() {
+                        w.end_contention(|c| c.hold == hold);
+                    }
+                }),
                 Wake::Resume { node, incarnation, pause, when } => madsim::task::spawn_local(async move {
                     match when {
                         Resume::After { ms } => madsim::time::sleep(Duration::from_millis(ms)).await,
@@ -495,6 +518,52 @@ impl WorldState {
                     }
                 }),
             };
+        }
+    }
+
+    /// A contending writer takes the database's write lock for `node`'s `call`
+    /// ([`Action::Contend`]): `BEGIN IMMEDIATE` on the contender's own connection, ended by
+    /// [`WorldState::end_contention`] at the node's next point outside that call, or after
+    /// [`crate::plan::CONTENTION_MS`]. Returns whether it holds the lock: when another
+    /// process already holds it (stalled inside its own transaction), the call meets that
+    /// writer's lock instead, and there is nothing to end.
+    pub fn contend(&self, node: u32, call: Option<usize>) -> bool {
+        self.end_contention(|_| true);
+        let mut slot = self.contender.borrow_mut();
+        if slot.is_none() {
+            let flags =
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+            let Ok(conn) = Connection::open_with_flags(&self.db_path, flags) else { return false };
+            if conn.busy_timeout(Duration::ZERO).is_err()
+                || conn
+                    .set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+                    .is_err()
+            {
+                return false;
+            }
+            *slot = Some(conn);
+        }
+        let Some(conn) = slot.as_ref() else { return false };
+        if conn.execute_batch("BEGIN IMMEDIATE").is_err() {
+            return false;
+        }
+        let hold = self.contentions.get() + 1;
+        self.contentions.set(hold);
+        *self.contention.borrow_mut() = Some(Contention { hold, node, call });
+        if let Some(tx) = self.wake_tx.borrow().as_ref() {
+            let _ = tx.unbounded_send(Wake::EndContention { hold, ms: crate::plan::CONTENTION_MS });
+        }
+        true
+    }
+
+    /// Rolls the contending writer back if its hold matches `which` (it wrote nothing).
+    pub(crate) fn end_contention(&self, which: impl FnOnce(&Contention) -> bool) {
+        let mut c = self.contention.borrow_mut();
+        if c.as_ref().is_some_and(which) {
+            *c = None;
+            if let Some(conn) = self.contender.borrow().as_ref() {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
         }
     }
 

@@ -49,7 +49,8 @@ use crate::world::Scenario;
 /// mode's fixed set): a 10 ms stall, a stall of 1.5 ttl, a pause of the whole process until
 /// the run is taken over (its stale step lands right after the successor's grant; a point
 /// acting for no run pauses 1.5 ttl), a stall to the lease expiry instant and one to 1 ms
-/// before it at a `before*` or `after_check` point, a crash with a restart one ttl later where the scenario allows one.
+/// before it at a `before*` or `after_check` point, a contended write before a store write
+/// begins, a crash with a restart one ttl later where the scenario allows one.
 pub fn actions_at(point: FaultPoint, faults: &FaultProfile, ttl_ms: u64) -> Vec<Action> {
     let mut out = vec![
         Action::Stall { ms: 10 },
@@ -59,6 +60,9 @@ pub fn actions_at(point: FaultPoint, faults: &FaultProfile, ttl_ms: u64) -> Vec<
     if matches!(point.moment(), Moment::Before | Moment::AfterCheck) {
         out.push(Action::StallToExpiry);
         out.push(Action::StallToBeforeExpiry { ms: 1 });
+    }
+    if crate::plan::contendable(point) {
+        out.push(Action::Contend);
     }
     if faults.crash_points.contains(&point) {
         out.push(Action::Crash { restart_after_ms: ttl_ms });
@@ -247,6 +251,8 @@ pub enum Lever {
     StallBeforeExpiry,
     CrashBefore,
     CrashAfterCommit,
+    /// Another writer holds the write lock across the call ([`Action::Contend`]).
+    Contend,
 }
 
 /// An abstract state no run reached yet, with a lever the model names: the fault its name
@@ -291,6 +297,7 @@ pub fn aims(corpus: &[Entry], hits: &[u64], faults: &FaultProfile) -> Vec<Aim> {
                     "stall_to_expiry" => Lever::StallToExpiry,
                     "stall_before_expiry" => Lever::StallBeforeExpiry,
                     "crash_before" => Lever::CrashBefore,
+                    "contended" => Lever::Contend,
                     _ => Lever::CrashAfterCommit,
                 };
                 let points: Vec<FaultPoint> = FaultPoint::ALL
@@ -310,6 +317,7 @@ pub fn aims(corpus: &[Entry], hits: &[u64], faults: &FaultProfile) -> Vec<Aim> {
                         Lever::CrashAfterCommit => {
                             p.moment() == Moment::AfterCommit && faults.crash_points.contains(p)
                         }
+                        Lever::Contend => crate::plan::contendable(*p),
                     })
                     .collect();
                 let Some(parents) = by_call.get(&(*op, *rel)) else { continue };
@@ -619,6 +627,8 @@ impl Mutator<'_> {
             3 if faults.crash_points.contains(&point) => {
                 Action::Crash { restart_after_ms: r.between(20, 2 * ttl) }
             }
+            // Where no crash may stand, the moment before a write may meet another writer.
+            3 if crate::plan::contendable(point) => Action::Contend,
             _ => Action::Stall { ms: r.between(ttl * 105 / 100, ttl * 3 / 2) },
         };
         set_decision(plan, node, point, occurrence, action);
@@ -644,6 +654,7 @@ impl Mutator<'_> {
             },
             Lever::StallToExpiry => Action::StallToExpiry,
             Lever::StallBeforeExpiry => Action::StallToBeforeExpiry { ms: 1 },
+            Lever::Contend if crate::plan::contendable(point) => Action::Contend,
             Lever::CrashBefore | Lever::CrashAfterCommit if faults.crash_points.contains(&point) => {
                 Action::Crash { restart_after_ms: r.between(20, 2 * ttl) }
             }

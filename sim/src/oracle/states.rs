@@ -9,7 +9,7 @@
 //!   lease; for an acquire: the run free, held live, held past expiry); what happened
 //!   (applied, refused typed, busy, unknown); and the fault injected inside the call (none,
 //!   stall, stall to the expiry instant, stall to 1 ms before it, crash before its commit,
-//!   crash after its commit).
+//!   crash after its commit, another writer holding the write lock across it).
 //! - **engine**: `meta:<from>-><to>`, the run's status transitions as applied meta writes
 //!   made them; `crash:<engine point>:<recovery>`, where a crash cut a segment against how
 //!   the run next settled (or that it never did, or was deleted).
@@ -84,8 +84,15 @@ impl Relation {
 }
 
 const OUTCOMES: [&str; 4] = ["applied", "refused", "busy", "unknown"];
-const FAULTS: [&str; 6] =
-    ["none", "stall", "stall_to_expiry", "stall_before_expiry", "crash_before", "crash_after_commit"];
+const FAULTS: [&str; 7] = [
+    "none",
+    "stall",
+    "stall_to_expiry",
+    "stall_before_expiry",
+    "crash_before",
+    "crash_after_commit",
+    "contended",
+];
 const STATUSES: [&str; 6] = ["running", "suspended", "ok", "error", "cancelled", "exhausted"];
 const RECOVERIES: [&str; 8] =
     ["running", "suspended", "ok", "error", "cancelled", "exhausted", "deleted", "never_settled"];
@@ -96,6 +103,10 @@ fn possible(op: OpKind, outcome: &str, fault: &str) -> bool {
     let crash = fault.starts_with("crash");
     if crash != (outcome == "unknown") && crash {
         return false;
+    }
+    if fault == "contended" {
+        // A contended write meets the lock before it can apply (or a check refuses it first).
+        return op.is_mutation() && matches!(outcome, "busy" | "refused");
     }
     !(fault == "crash_after_commit" && !op.is_mutation() && op != OpKind::Boot)
 }
@@ -195,9 +206,10 @@ pub fn reached(j: &Judged) -> Vec<u16> {
             FaultKind::StallBeforeExpiry => "stall_before_expiry",
             FaultKind::Crash if f.point.moment() == Moment::AfterCommit => "crash_after_commit",
             FaultKind::Crash => "crash_before",
+            FaultKind::Contend => "contended",
         };
         let e = fault_of.entry(call).or_insert(name);
-        if name.starts_with("crash") || *e == "stall" {
+        if name.starts_with("crash") || *e == "stall" || (name == "contended" && !e.starts_with("crash")) {
             *e = name;
         }
     }
