@@ -59,6 +59,8 @@ fn action() -> impl Strategy<Value = Action> {
         any::<u64>().prop_map(|ms| Action::Pause { ms }),
         (any::<u32>(), any::<bool>())
             .prop_map(|(writes, same_op)| Action::PauseUntilTakeover { writes, same_op }),
+        any::<u32>().prop_map(|writes| Action::PauseUntilAcquired { writes }),
+        Just(Action::Contend),
     ]
 }
 
@@ -77,9 +79,9 @@ fn any_plan() -> impl Strategy<Value = Plan> {
     let swarm = (
         prop::collection::vec(point_name(), 0..4),
         (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()),
-        any::<bool>(),
+        (any::<bool>(), any::<u32>()),
     )
-        .prop_map(|(active_points, (a, b, c, d, e, f, g), default_workers)| Swarm {
+        .prop_map(|(active_points, (a, b, c, d, e, f, g), (default_workers, h))| Swarm {
             active_points,
             fire_per_mille: a,
             stall_per_mille: b,
@@ -87,6 +89,7 @@ fn any_plan() -> impl Strategy<Value = Plan> {
             crash_per_mille: d,
             expiry_stall_per_mille: e,
             pause_per_mille: f,
+            contend_per_mille: h,
             interrupt_per_mille: g,
             default_workers,
         });

@@ -91,9 +91,9 @@ pub enum Action {
 pub const CONTENTION_MS: u64 = 1;
 
 /// Whether [`Action::Contend`] can act at `point`: the moment before a store write begins.
+/// (Every store write has a `before_begin` point; reads have `before_read`.)
 pub fn contendable(point: FaultPoint) -> bool {
-    point.moment() == store::Moment::Before
-        && crate::history::OpKind::of_point(point).is_some_and(crate::history::OpKind::is_mutation)
+    point.moment() == store::Moment::Before && point.name().ends_with(".before_begin")
 }
 
 /// The longest a [`Action::PauseUntilTakeover`] waits, in ttls.

@@ -49,8 +49,9 @@ use crate::world::Scenario;
 /// mode's fixed set): a 10 ms stall, a stall of 1.5 ttl, a pause of the whole process until
 /// the run is taken over (its stale step lands right after the successor's grant; a point
 /// acting for no run pauses 1.5 ttl), a stall to the lease expiry instant and one to 1 ms
-/// before it at a `before*` or `after_check` point, a contended write before a store write
-/// begins, a crash with a restart one ttl later where the scenario allows one.
+/// before it at a `before*` or `after_check` point, a crash with a restart one ttl later where
+/// the scenario allows one. (Not [`Action::Contend`] yet: the K=2 certificate on the small soak
+/// was measured without it, and with it the enumeration needs a re-measured budget.)
 pub fn actions_at(point: FaultPoint, faults: &FaultProfile, ttl_ms: u64) -> Vec<Action> {
     let mut out = vec![
         Action::Stall { ms: 10 },
@@ -60,9 +61,6 @@ pub fn actions_at(point: FaultPoint, faults: &FaultProfile, ttl_ms: u64) -> Vec<
     if matches!(point.moment(), Moment::Before | Moment::AfterCheck) {
         out.push(Action::StallToExpiry);
         out.push(Action::StallToBeforeExpiry { ms: 1 });
-    }
-    if crate::plan::contendable(point) {
-        out.push(Action::Contend);
     }
     if faults.crash_points.contains(&point) {
         out.push(Action::Crash { restart_after_ms: ttl_ms });
