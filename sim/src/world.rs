@@ -11,6 +11,10 @@
 //! loss, torn pages or lost fsyncs. A crash therefore lands only at an `.await` (a fault
 //! point), never inside one SQLite call.
 //!
+//! Contention is real: the nodes' connections meet each other's write locks, and a plan's
+//! contended write (`Action::Contend`) is one more connection of the world to the same file,
+//! opened at its first use, that holds `BEGIN IMMEDIATE` across one call and writes nothing.
+//!
 //! The file is created with 1 KiB pages (`SIM_PAGE_SIZE`) instead of SQLite's 4 KiB: the
 //! store's rows are small, every commit appends one WAL frame per dirty page, and copying
 //! those frames into /dev/shm was the simulator's largest kernel cost. Page size changes
