@@ -61,6 +61,14 @@ fn a_contended_write_meets_a_real_busy_and_nothing_after_it_does() {
                 "seed {seed} {}: the node wrote nothing after the contention",
                 point.name()
             );
+            // The HTML timeline marks it on the node's lane, with the point in its title.
+            let t = sim::html::model::build(h, &out.report, None);
+            let lane = t.lanes.iter().find(|l| l.node == 0).expect("the node's lane");
+            assert!(
+                lane.stalls.iter().any(|s| s.start_ns == f.at_ns && s.what.contains(point.name())),
+                "seed {seed} {}: no contention mark on the lane",
+                point.name()
+            );
             // Busy is lawful: the oracle accepts the run.
             assert!(out.violations.is_empty(), "seed {seed} {}: {:?}", point.name(), out.violations);
             contended += 1;

@@ -345,6 +345,15 @@ fn event_into(
         } else if e.fault.starts_with("stall to the lease expiry") {
             let end = e.call.and_then(|id| calls.get(id)).and_then(|c| c.returned_ns).unwrap_or(0);
             lane.stalls.push(Stall { node, start_ns: e.at_ns, end_ns: end, what: e.fault.clone() });
+        } else if e.fault.starts_with("contend") {
+            // Another writer held the lock across the call: a mark as long as the call.
+            let end = e.call.and_then(|id| calls.get(id)).and_then(|c| c.returned_ns).unwrap_or(e.at_ns);
+            lane.stalls.push(Stall {
+                node,
+                start_ns: e.at_ns,
+                end_ns: end.max(e.at_ns),
+                what: e.fault.clone(),
+            });
         } else if e.fault.starts_with("pause the process") {
             // The whole process freezes until its CONTINUE line (or the run's end).
             lane.stalls.push(Stall { node, start_ns: e.at_ns, end_ns: 0, what: e.fault.clone() });
