@@ -78,7 +78,7 @@ fn a_contended_write_meets_a_real_busy_and_nothing_after_it_does() {
 }
 
 #[test]
-fn the_contending_writer_holds_at_most_its_length_when_its_node_goes_quiet() {
+fn every_busy_call_of_a_run_meets_the_lock_within_the_hold() {
     // A contention is ended at the contended node's next point outside the call, or by the
     // timer: every busy call of a run starts within CONTENTION_MS of a contention.
     let mut seen = 0;

@@ -83,7 +83,8 @@ pub enum Action {
     /// store's `busy_timeout` is 0). The writer rolls back, having written nothing, when this
     /// node next reaches a fault point outside the contended call, or 1 ms (virtual) later,
     /// whichever comes first ([`CONTENTION_MS`]). Every other process's writes meet the same
-    /// lock meanwhile. Elsewhere (a read, an engine point) it is a yield.
+    /// lock meanwhile. A run has one contending writer: a new contention ends the one before.
+    /// Elsewhere (a read, an engine point) it is a yield.
     Contend,
 }
 
