@@ -7,7 +7,7 @@ use sim::world::{RunOptions, READ_BUDGET};
 use store::ProfileName;
 
 fn queue() -> &'static dyn sim::world::Scenario {
-    scenarios::catalog().into_iter().find(|s| s.name() == "queue").expect("queue is in the catalog")
+    sim::catalog::find_scenario(&scenarios::catalog(), "queue").expect("queue is in the catalog")
 }
 
 #[test]

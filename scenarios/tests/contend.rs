@@ -11,16 +11,15 @@ use sim::world::Scenario;
 use store::{FaultPoint, ProfileName};
 
 fn queue() -> &'static dyn Scenario {
-    scenarios::catalog().into_iter().find(|s| s.name() == "queue").expect("queue is in the catalog")
+    sim::catalog::find_scenario(&scenarios::catalog(), "queue").expect("queue is in the catalog")
 }
 
 /// The seed's queue run under `current` with one decision only: `action` at the first time
-/// `node` reaches `point`.
+/// `node` reaches `point` (no interrupts either: the contention is the run's only fault).
 fn run_one(seed: u64, node: u32, point: FaultPoint, action: Action) -> Outcome {
     let mut plan = plan_for(queue(), ProfileName::Current, seed);
     plan.decisions = vec![Decision { node, point: point.name().to_string(), occurrence: 1, action }];
     plan.swarm = sim::plan::Swarm::none();
-    plan.recipe = None;
     execute(queue(), ProfileName::Current, seed, Some(plan), None).expect("run")
 }
 

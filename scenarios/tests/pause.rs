@@ -12,7 +12,7 @@ use store::{FaultPoint, ProfileName};
 const POINT: FaultPoint = FaultPoint::EngineDispatchAfterProvider;
 
 fn queue() -> &'static dyn Scenario {
-    scenarios::catalog().into_iter().find(|s| s.name() == "queue").expect("queue is in the catalog")
+    sim::catalog::find_scenario(&scenarios::catalog(), "queue").expect("queue is in the catalog")
 }
 
 /// The seed's queue run under `profile` with one decision only: `action` at the first time

@@ -271,7 +271,7 @@ impl Env for SimEnv {
             }
             Action::Contend => {
                 // The store's BEGIN IMMEDIATE comes right after this point, in the same poll.
-                w.contend(self.node, current_call());
+                w.contend(self.node, call);
                 None
             }
             Action::Crash { restart_after_ms } => {

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::channel::mpsc;
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::Connection;
 use store::{FaultPoint, LocalFuture, Profile, SqliteOptions, Synchronous};
 
 use crate::env::SimEnv;
@@ -254,7 +254,6 @@ pub fn run(
     let result = rt.block_on(drive(scenario, world.clone(), options.keep_db.as_deref()));
     CURRENT_WORLD.with(|w| *w.borrow_mut() = None);
     drop(rt);
-    world.end_contention(|_| true);
     world.contender.borrow_mut().take();
     world.observer.borrow_mut().take();
     drop(db_guard);
@@ -281,14 +280,7 @@ async fn drive(
     keep_db: Option<&Path>,
 ) -> Result<(FinalState, u64), String> {
     // The observer: a plain connection that only reads committed state.
-    let flags =
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let obs = Connection::open_with_flags(&world.db_path, flags).map_err(|e| format!("observer: {e}"))?;
-    obs.busy_timeout(Duration::ZERO).map_err(|e| format!("observer: {e}"))?;
-    // The file is removed after the run: when the observer closes last, skip the
-    // checkpoint SQLite would otherwise copy the whole WAL back for.
-    obs.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
-        .map_err(|e| format!("observer: {e}"))?;
+    let obs = crate::world_state::harness_connection(&world.db_path).map_err(|e| format!("observer: {e}"))?;
     *world.observer.borrow_mut() = Some(obs);
 
     let handle = madsim::runtime::Handle::current();

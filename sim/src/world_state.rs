@@ -105,7 +105,7 @@ pub(crate) struct ArmedInterrupt {
 
 /// The contending writer's open `BEGIN IMMEDIATE`: which node's call it contends, and its
 /// number (so the timer that ends it does not end a later one).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) struct Contention {
     pub hold: u64,
     pub node: u32,
@@ -524,28 +524,18 @@ impl WorldState {
     /// A contending writer takes the database's write lock for `node`'s `call`
     /// ([`Action::Contend`]): `BEGIN IMMEDIATE` on the contender's own connection, ended by
     /// [`WorldState::end_contention`] at the node's next point outside that call, or after
-    /// [`crate::plan::CONTENTION_MS`]. Returns whether it holds the lock: when another
-    /// process already holds it (stalled inside its own transaction), the call meets that
-    /// writer's lock instead, and there is nothing to end.
-    pub fn contend(&self, node: u32, call: Option<usize>) -> bool {
+    /// [`crate::plan::CONTENTION_MS`]. When another process already holds the lock (stalled
+    /// inside its own transaction), the call meets that writer's lock instead, and there is
+    /// no hold to end.
+    pub fn contend(&self, node: u32, call: Option<usize>) {
         self.end_contention(|_| true);
         let mut slot = self.contender.borrow_mut();
         if slot.is_none() {
-            let flags =
-                rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
-            let Ok(conn) = Connection::open_with_flags(&self.db_path, flags) else { return false };
-            if conn.busy_timeout(Duration::ZERO).is_err()
-                || conn
-                    .set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
-                    .is_err()
-            {
-                return false;
-            }
-            *slot = Some(conn);
+            *slot = harness_connection(&self.db_path).ok();
         }
-        let Some(conn) = slot.as_ref() else { return false };
+        let Some(conn) = slot.as_ref() else { return };
         if conn.execute_batch("BEGIN IMMEDIATE").is_err() {
-            return false;
+            return;
         }
         let hold = self.contentions.get() + 1;
         self.contentions.set(hold);
@@ -553,7 +543,6 @@ impl WorldState {
         if let Some(tx) = self.wake_tx.borrow().as_ref() {
             let _ = tx.unbounded_send(Wake::EndContention { hold, ms: crate::plan::CONTENTION_MS });
         }
-        true
     }
 
     /// Rolls the contending writer back if its hold matches `which` (it wrote nothing).
@@ -587,6 +576,20 @@ impl WorldState {
             madsim::runtime::Handle::current().kill(id);
         }
     }
+}
+
+/// A connection of the harness itself (the observer, the contending writer) to the run's
+/// database file: fail-fast on a held lock, like the nodes' own. The file is removed after
+/// the run: when such a connection closes last, it skips the checkpoint SQLite would
+/// otherwise copy the whole WAL back for.
+pub(crate) fn harness_connection(path: &std::path::Path) -> rusqlite::Result<Connection> {
+    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
+        | rusqlite::OpenFlags::SQLITE_OPEN_CREATE
+        | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags)?;
+    conn.busy_timeout(Duration::ZERO)?;
+    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
+    Ok(conn)
 }
 
 /// `shared` as a `T`, or a panic naming the scenario whose shared state it is not.

@@ -193,7 +193,8 @@ pub fn reached(j: &Judged) -> Vec<u16> {
             out.push(i);
         }
     };
-    // The fault inside each call (the last one that mattered: a crash outranks a stall).
+    // The fault inside each call (the last one that mattered: a crash outranks a stall; a
+    // contention stands at a write's first point, so nothing of its call comes before it).
     let mut fault_of: BTreeMap<usize, &'static str> = BTreeMap::new();
     for f in &j.history.faults {
         let Some(call) = f.call else { continue };
@@ -209,7 +210,7 @@ pub fn reached(j: &Judged) -> Vec<u16> {
             FaultKind::Contend => "contended",
         };
         let e = fault_of.entry(call).or_insert(name);
-        if name.starts_with("crash") || *e == "stall" || (name == "contended" && !e.starts_with("crash")) {
+        if name.starts_with("crash") || *e == "stall" {
             *e = name;
         }
     }
