@@ -7,7 +7,7 @@ use std::process::Command;
 
 use sim::explore::mutate::actions_at;
 use sim::explore::{exhaustive::exhaustive, explore, ExploreOptions, ExploreReport};
-use sim::plan::Plan;
+use sim::plan::{Action, Plan};
 use sim::runner::execute_counting;
 use sim::world::Scenario;
 use store::ProfileName;
@@ -129,6 +129,39 @@ fn exhaustive_with_one_fault_enumerates_every_reached_triple_and_action() {
     assert_eq!(r.plans, Some(want));
     assert_eq!(r.complete, Some(true));
     assert!(r.failures.is_empty(), "{}", r.summary());
+}
+
+#[test]
+fn exhaustive_soak_enumerates_contended_writes() {
+    // The small soak draws contention, so its fixed set has a contended write at every
+    // point before a write begins, and a certificate over it speaks of a write that meets
+    // SQLITE_BUSY; a focused scenario that draws none has no contended write in its set.
+    let soak = scenario("soak");
+    let knobs = soak.small_knobs().expect("a small configuration");
+    let faults = soak.faults(&knobs);
+    let before_begin = faults
+        .points
+        .iter()
+        .copied()
+        .find(|p| sim::plan::contendable(*p))
+        .expect("soak faults a point before a write begins");
+    assert!(actions_at(before_begin, &faults, knobs.ttl_ms).contains(&Action::Contend));
+    let other = faults.points.iter().copied().find(|p| !sim::plan::contendable(*p)).expect("another point");
+    assert!(!actions_at(other, &faults, knobs.ttl_ms).contains(&Action::Contend));
+    let f3 = scenario("f3-check-then-mutate");
+    let f3_knobs = f3.small_knobs().expect("a small configuration");
+    assert!(!actions_at(before_begin, &f3.faults(&f3_knobs), f3_knobs.ttl_ms).contains(&Action::Contend));
+
+    let dir = tempfile::tempdir().unwrap();
+    let r = exhaustive(soak, &opts(ProfileName::Current, 100_000, 2, None, dir.path()), 1).unwrap();
+    assert_eq!(r.complete, Some(true));
+    assert!(r.failures.is_empty(), "{}", r.summary());
+    let contended: Vec<&String> = r.states_first_run.keys().filter(|k| k.contains("contended")).collect();
+    assert!(!contended.is_empty(), "one contended write per plan reaches the contended fault class");
+    assert!(
+        contended.iter().any(|k| k.contains("busy")),
+        "a contended write meets a real SQLITE_BUSY: {contended:?}"
+    );
 }
 
 #[test]

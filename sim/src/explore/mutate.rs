@@ -41,7 +41,7 @@ use store::{FaultPoint, Moment};
 
 use super::corpus::Entry;
 use crate::history::OpKind;
-use crate::plan::{Action, Decision, FaultProfile, Plan};
+use crate::plan::{contendable, Action, Decision, FaultProfile, Plan};
 use crate::seed::Draw;
 use crate::world::Scenario;
 
@@ -50,8 +50,9 @@ use crate::world::Scenario;
 /// the run is taken over (its stale step lands right after the successor's grant; a point
 /// acting for no run pauses 1.5 ttl), a stall to the lease expiry instant and one to 1 ms
 /// before it at a `before*` or `after_check` point, a crash with a restart one ttl later where
-/// the scenario allows one. (Not [`Action::Contend`] yet: the K=2 certificate on the small soak
-/// was measured without it, and with it the enumeration needs a re-measured budget.)
+/// the scenario allows one, and a contended write ([`Action::Contend`]: the write meets
+/// another writer's lock, a real `SQLITE_BUSY`) at the moment before a write begins where
+/// the scenario draws contention.
 pub fn actions_at(point: FaultPoint, faults: &FaultProfile, ttl_ms: u64) -> Vec<Action> {
     let mut out = vec![
         Action::Stall { ms: 10 },
@@ -64,6 +65,9 @@ pub fn actions_at(point: FaultPoint, faults: &FaultProfile, ttl_ms: u64) -> Vec<
     }
     if faults.crash_points.contains(&point) {
         out.push(Action::Crash { restart_after_ms: ttl_ms });
+    }
+    if faults.contend_per_mille.1 > 0 && contendable(point) {
+        out.push(Action::Contend);
     }
     out
 }
