@@ -13,11 +13,11 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::super::contract::{audit, settle_status, EntryView, Status, Verdict};
+use super::super::contract::{audit, entry_views, settle_status, EntryView, Status, Verdict};
 use super::super::model::{t, who, Judged};
 use super::super::{Expectation, Property, Witness};
 use super::*;
-use crate::history::{Call, FactKind, OpKind, Outcome};
+use crate::history::{Call, FactKind, OpKind, Outcome, Read};
 use crate::ledger::{catalog_workflows, expected_value};
 
 pub const SETTLE_FOLLOWS_SEGMENT_WORK: Property = Property {
@@ -149,8 +149,8 @@ fn terminal_meta_matches_the_last_settle(j: &Judged, out: &mut Vec<Witness>) {
 pub const SETTLES_ONLY_ON_CHANGE: Property = Property {
     name: "settles_only_on_change",
     expectation: Expectation::Always,
-    claim: "A grant journals a run_settle only when the write-on-change rule asks for one: the grant appended work of its own before it (this generation), or the journal's latest run_settle has another status, or the journal holds entries but no run_settle. So a pure replay with an unchanged status appends nothing, and an empty journal never gets a settle (docs/engine-model.md 3.3).",
-    not_checked: "Settles appended without a lease (no grant to attribute the work to).",
+    claim: "A grant journals a run_settle only when the write-on-change rule asks for one: the grant appended work of its own before it (this generation), or the journal's latest run_settle has another status, or the journal holds entries but no run_settle. So a pure replay with an unchanged status appends nothing, and an empty journal never gets a settle (docs/engine-model.md 3.3). A settle append the store did not apply (refused, busy) is judged by the same rule over the segment's own view: the journal its last load under the grant returned (none: a fresh run, empty) plus the appends of the grant that were applied, since that is all the segment knew when it chose to settle.",
+    not_checked: "Settles appended without a lease (no grant to attribute the work to); unapplied settles whose grant's last load did not return readable entries (a history read back from a file keeps no reads).",
     check: settles_only_on_change,
 };
 
@@ -198,6 +198,78 @@ fn settles_only_on_change(j: &Judged, out: &mut Vec<Witness>) {
             _ => {}
         }
     }
+    for c in j.history.calls.iter().filter(|c| c.op == OpKind::Append && c.applied.is_none()) {
+        if !runs.contains(c.run_id.as_str()) {
+            continue;
+        }
+        let (Some(lease), Some(e)) = (&c.lease, entry_of(c)) else { continue };
+        let Some(status) = settle_status(&e) else { continue };
+        let Some(view) = segment_view(j, c, lease) else { continue };
+        let latest = view.entries.iter().rev().find_map(settle_status);
+        if view.worked || !(view.entries.is_empty() || latest == Some(status)) {
+            continue;
+        }
+        out.push(Witness {
+            witness: format!(
+                "run {}: {} tried to journal a run_settle of {status} (seq {}, {}) at t={} with no work of its own applied, over {}",
+                c.run_id,
+                who(c),
+                e.seq,
+                c.outcome.refusal().unwrap_or("not applied"),
+                t(c.invoked_ns),
+                if view.entries.is_empty() {
+                    "the empty journal it booted from".to_string()
+                } else {
+                    format!("the journal it booted from, already settled {status}")
+                },
+            ),
+            op: Some(c.op.as_str()),
+            call: Some(c.id),
+        });
+    }
+}
+
+/// What a segment knew of its run's journal when it made call `c` under `lease`: the
+/// entries its last load after the grant returned (a fresh segment loads nothing: empty),
+/// then the appends it made under the grant that the store applied.
+struct SegmentView {
+    entries: Vec<EntryView>,
+    /// Whether any of those appends is the grant's own (it did work this generation).
+    worked: bool,
+}
+
+/// The view of the segment that made `c`, from its process's calls between the acquire that
+/// granted `lease` and `c`; `None` when no such acquire is on record, or the last load in
+/// that window did not return readable entries.
+fn segment_view(j: &Judged, c: &Call, lease: &store::Lease) -> Option<SegmentView> {
+    let process = j.index().of_process(c.node, c.incarnation);
+    let before = &process[..process.partition_point(|p| p.id < c.id)];
+    let grant = before.iter().rposition(|p| {
+        p.op == OpKind::Acquire
+            && p.run_id == c.run_id
+            && p.granted.as_ref().is_some_and(|g| g.epoch == lease.epoch && g.owner == lease.owner)
+    })?;
+    let tenure = &before[grant + 1..];
+    let mine = |p: &Call| p.run_id == c.run_id && p.args.actor.as_deref() == Some(lease.owner.as_str());
+    let load = tenure.iter().rposition(|p| mine(p) && p.op == OpKind::Load);
+    let (mut entries, after) = match load {
+        Some(i) => match &tenure[i].read {
+            Some(Read::Entries(es)) => (entry_views(es)?, i + 1),
+            _ => return None,
+        },
+        None => (Vec::new(), 0),
+    };
+    let mut worked = false;
+    for p in &tenure[after..] {
+        let own = p.lease.as_ref().is_some_and(|l| l.epoch == lease.epoch && l.owner == lease.owner);
+        if p.op == OpKind::Append && own && p.applied.is_some() {
+            if let Some(e) = entry_of(p) {
+                entries.push(e);
+                worked = true;
+            }
+        }
+    }
+    Some(SegmentView { entries, worked })
 }
 
 pub const SETTLE_FAILURES_REACH_THE_HANDLE: Property = Property {
@@ -596,6 +668,79 @@ mod tests {
         let v = h.judge("settles_only_on_change");
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].witness.contains("empty journal"), "{v:?}");
+    }
+
+    /// A load of run `r` by `actor` on node 0 that returned `entries` (a read: nothing applied).
+    fn load(h: &mut HistoryBuilder, actor: &str, entries: &[serde_json::Value]) {
+        let args = crate::history::Args { actor: Some(actor.into()), ..Default::default() };
+        h.push(0, crate::history::OpKind::Load, "r", None, args, None);
+        h.h.applied_count -= 1;
+        let c = h.h.calls.last_mut().expect("pushed");
+        c.applied = None;
+        let es = entries.iter().map(|e| serde_json::from_value(e.clone()).expect("an entry")).collect();
+        c.read = Some(crate::history::Read::Entries(es));
+    }
+
+    #[test]
+    fn an_unapplied_settle_is_judged_from_the_segments_own_view() {
+        // A fresh segment (no load) whose first append was refused settles error: the rule
+        // asks for no settle over the empty journal it knows, refused or not.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append_lost(0, &a, "r", running(1), "lease_held");
+        h.append_lost(0, &a, "r", settle(1, "error"), "lease_held");
+        let v = h.judge("settles_only_on_change");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("the empty journal it booted from"), "{v:?}");
+        assert!(v[0].witness.contains("lease_held"), "{v:?}");
+        // The same segment with its first append applied did work: its refused settle is owed.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", running(1));
+        h.append_lost(0, &a, "r", settle(2, "error"), "busy");
+        assert!(h.judge("settles_only_on_change").is_empty());
+
+        // A resume that loaded a journal already settled ok, did nothing, and tried to settle
+        // ok again; the same resume settling another status is owed its settle.
+        let booted = [running(1), terminal(2, 1, "ok"), settle(3, "ok")];
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        for e in &booted {
+            h.append(0, &a, "r", e.clone());
+        }
+        let b = h.acquire(0, "b", "r", 2);
+        load(&mut h, "b", &booted);
+        h.append_lost(0, &b, "r", settle(4, "ok"), "lease_held");
+        let v = h.judge("settles_only_on_change");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("already settled ok"), "{v:?}");
+        let c = h.acquire(0, "c", "r", 3);
+        load(&mut h, "c", &booted);
+        h.append_lost(0, &c, "r", settle(4, "cancelled"), "lease_held");
+        assert_eq!(h.judge("settles_only_on_change").len(), 1, "a changed status is owed its settle");
+        // Entries with no settle (the third arm) are owed one too.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", running(1));
+        let b = h.acquire(0, "b", "r", 2);
+        load(&mut h, "b", &[running(1)]);
+        h.append_lost(0, &b, "r", settle(2, "error"), "lease_held");
+        assert!(h.judge("settles_only_on_change").is_empty());
+        // Another identity's load is not this segment's view: b loaded nothing, so its view is
+        // empty and its settle over it is caught.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", running(1));
+        let b = h.acquire(0, "b", "r", 2);
+        load(&mut h, "someone", &[running(1)]);
+        h.append_lost(0, &b, "r", settle(2, "error"), "lease_held");
+        assert_eq!(h.judge("settles_only_on_change").len(), 1);
+        // A load whose entries were not kept (a history read back from a file) is not judged.
+        h.h.calls.iter_mut().filter(|c| c.op == crate::history::OpKind::Load).for_each(|c| {
+            c.args.actor = Some("b".into());
+            c.read = None;
+        });
+        assert!(h.judge("settles_only_on_change").is_empty());
     }
 
     #[test]
