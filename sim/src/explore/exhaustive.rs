@@ -6,13 +6,12 @@
 //! for each plan of fewer than K faults that passed, one more fault at every triple its run
 //! reached with faults on (at the scenario's fault points), with every action of a small
 //! fixed set (a 10 ms stall, a stall of 1.5 ttl, a pause of the whole process until the run
-//! is taken over, resumed at the successor's grant, a stall to the lease expiry instant and one to
-//! 1 ms before it at a
-//! `before*` or `after_check` point, a crash with a restart one ttl later where the scenario
-//! allows crashes, a contended write before a write begins where the scenario draws
-//! contention: `mutate::actions_at`), at the triples reached AFTER the plan's last fault
-//! fired. A certificate speaks of these actions only. Plans are deduplicated as sets of
-//! decisions. Sound: in a plan S + {b} whose faults all fire, b
+//! is taken over, resumed at the successor's grant, a stall to the lease expiry instant and
+//! one to 1 ms before it at a `before*` or `after_check` point, a crash with a restart one
+//! ttl later where the scenario allows crashes, a contended write before a write begins
+//! where the scenario draws contention: `mutate::actions_at`), at the triples reached AFTER
+//! the plan's last fault fired. A certificate speaks of these actions only. Plans are
+//! deduplicated as sets of decisions. Sound: in a plan S + {b} whose faults all fire, b
 //! firing last, the run is the run of S up to the instant b's triple is reached, which is
 //! after S's last fault fired, so S's run lists it; a fault whose triple is never reached
 //! leaves the run of the smaller plan, enumerated already. So when every plan's children
