@@ -718,22 +718,22 @@ mod tests {
         load(&mut h, "c", &booted);
         h.append_lost(0, &c, "r", settle(4, "cancelled"), "lease_held");
         assert_eq!(h.judge("settles_only_on_change").len(), 1, "a changed status is owed its settle");
-        // Entries with no settle (the third arm) are owed one too.
-        let mut h = HistoryBuilder::engine_run();
-        let a = h.acquire(0, "a", "r", 1);
-        h.append(0, &a, "r", running(1));
-        let b = h.acquire(0, "b", "r", 2);
-        load(&mut h, "b", &[running(1)]);
-        h.append_lost(0, &b, "r", settle(2, "error"), "lease_held");
-        assert!(h.judge("settles_only_on_change").is_empty());
+        // b resumes a journal with work and no settle, after `loader` loaded it, and settles
+        // error refused.
+        let unsettled = |loader: &str| {
+            let mut h = HistoryBuilder::engine_run();
+            let a = h.acquire(0, "a", "r", 1);
+            h.append(0, &a, "r", running(1));
+            let b = h.acquire(0, "b", "r", 2);
+            load(&mut h, loader, &[running(1)]);
+            h.append_lost(0, &b, "r", settle(2, "error"), "lease_held");
+            h
+        };
+        // Its own load: entries with no settle (the third arm) are owed one.
+        assert!(unsettled("b").judge("settles_only_on_change").is_empty());
         // Another identity's load is not this segment's view: b loaded nothing, so its view is
         // empty and its settle over it is caught.
-        let mut h = HistoryBuilder::engine_run();
-        let a = h.acquire(0, "a", "r", 1);
-        h.append(0, &a, "r", running(1));
-        let b = h.acquire(0, "b", "r", 2);
-        load(&mut h, "someone", &[running(1)]);
-        h.append_lost(0, &b, "r", settle(2, "error"), "lease_held");
+        let mut h = unsettled("someone");
         assert_eq!(h.judge("settles_only_on_change").len(), 1);
         // A load whose entries were not kept (a history read back from a file) is not judged.
         h.h.calls.iter_mut().filter(|c| c.op == crate::history::OpKind::Load).for_each(|c| {
