@@ -7,7 +7,8 @@
 //! computes.
 //!
 //! Each property is judged from the apply-ordered history and the engine facts, under the
-//! holder and generation rules of [`super`].
+//! holder and generation rules of [`super`]; a settle append the store did not apply, from
+//! its own process's calls and the entries its segment's load returned.
 
 use std::collections::BTreeMap;
 
