@@ -319,7 +319,7 @@ pub fn aims(corpus: &[Entry], hits: &[u64], faults: &FaultProfile) -> Vec<Aim> {
                         Lever::CrashAfterCommit => {
                             p.moment() == Moment::AfterCommit && faults.crash_points.contains(p)
                         }
-                        Lever::Contend => crate::plan::contendable(*p),
+                        Lever::Contend => contendable(*p),
                     })
                     .collect();
                 let Some(parents) = by_call.get(&(*op, *rel)) else { continue };
@@ -630,7 +630,7 @@ impl Mutator<'_> {
                 Action::Crash { restart_after_ms: r.between(20, 2 * ttl) }
             }
             // Where no crash may stand, the moment before a write may meet another writer.
-            3 if crate::plan::contendable(point) => Action::Contend,
+            3 if contendable(point) => Action::Contend,
             _ => Action::Stall { ms: r.between(ttl * 105 / 100, ttl * 3 / 2) },
         };
         set_decision(plan, node, point, occurrence, action);
@@ -656,7 +656,7 @@ impl Mutator<'_> {
             },
             Lever::StallToExpiry => Action::StallToExpiry,
             Lever::StallBeforeExpiry => Action::StallToBeforeExpiry { ms: 1 },
-            Lever::Contend if crate::plan::contendable(point) => Action::Contend,
+            Lever::Contend if contendable(point) => Action::Contend,
             Lever::CrashBefore | Lever::CrashAfterCommit if faults.crash_points.contains(&point) => {
                 Action::Crash { restart_after_ms: r.between(20, 2 * ttl) }
             }
