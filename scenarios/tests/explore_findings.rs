@@ -273,3 +273,88 @@ fn a_sweep_whose_run_was_cancelled_since_its_listing_does_not_resume_it() {
     assert!(!late.is_empty(), "no sweep acquired {run} after its cancel");
     assert!(late.iter().all(|&(_, wrote)| !wrote), "a late sweep resumed the cancelled {run}: {late:?}");
 }
+
+/// The applied run_settle appends of `run`, in apply order: (epoch, status word, apply order).
+fn applied_settles(h: &History, run: &str) -> Vec<(u64, String, usize)> {
+    let mut out: Vec<(u64, String, usize)> = h
+        .calls
+        .iter()
+        .filter(|c| c.op == OpKind::Append && c.run_id == run)
+        .filter_map(|c| {
+            let v: serde_json::Value = serde_json::from_str(c.args.payload.as_deref()?).ok()?;
+            (v["value"]["decisionType"] == "run_settle").then_some(())?;
+            let status = v["value"]["runStatus"].as_str()?.to_string();
+            Some((c.lease.as_ref()?.epoch.0, status, c.applied.as_ref()?.order))
+        })
+        .collect();
+    out.sort_by_key(|s| s.2);
+    out
+}
+
+/// `no-stranded-run-397809190.json` (stop 49, queue-solo, three contended appends): `run-1`
+/// settles `error`; a host's retry journals new work and completes, but its settle append is
+/// busy; a worker's resume then fails its first append (busy) and ends `error`, the old
+/// settle's status. rulvar's write-on-change rule asks for no settle there and the terminal
+/// meta landed over the unsettled work (stranded); `current`'s wider third arm journals it.
+#[test]
+fn a_resume_settles_work_journaled_after_an_older_settle() {
+    let out = replay("no-stranded-run-397809190.json");
+    let h = &out.history;
+    let run = "run-1";
+    assert!(
+        injected(h, FaultPoint::SqliteAppendBeforeBegin, FaultKind::Contend, Some(run)),
+        "the plan no longer contends run-1's appends"
+    );
+    let settles = applied_settles(h, run);
+    let (epoch, status, order) = settles.last().cloned().expect("run-1 was settled");
+    assert_eq!(status, "error", "{settles:?}");
+    // The last settle repeats the status of the one before it ...
+    assert!(settles.len() >= 2 && settles[settles.len() - 2].1 == "error", "{settles:?}");
+    // ... its grant applied nothing before it (a busy first append) ...
+    let own_work = h.calls.iter().any(|c| {
+        c.op == OpKind::Append
+            && c.run_id == run
+            && c.lease.as_ref().is_some_and(|l| l.epoch.0 == epoch)
+            && c.applied.as_ref().is_some_and(|a| a.order < order)
+    });
+    assert!(!own_work, "the settling grant (epoch {epoch}) did work of its own: not the window");
+    // ... and another grant's work lies between the two settles.
+    let prev = settles[settles.len() - 2].2;
+    let between = h.calls.iter().any(|c| {
+        c.op == OpKind::Append
+            && c.run_id == run
+            && c.lease.as_ref().is_some_and(|l| l.epoch.0 != epoch)
+            && c.applied.as_ref().is_some_and(|a| a.order > prev && a.order < order)
+    });
+    assert!(between, "no unsettled work between the two error settles");
+}
+
+/// `only-terminal-runs-deleted-473235481.json` (stop 49, queue-solo): host n2 reads `tmp-1_`
+/// terminal and deletes it without a lease; its delete stalls before it begins, while a retry
+/// by host n0 boots the settled run (meta `running`, its terminal meta then refused as its
+/// lease lapsed). The unleased delete lands over the `running` meta: rulvar's unfenced host
+/// decision, no longer judged by the run's status (only leased deletes are).
+#[test]
+fn an_unleased_delete_racing_a_retry_is_not_judged_by_status() {
+    let out = replay("only-terminal-runs-deleted-473235481.json");
+    let h = &out.history;
+    let run = "tmp-1_";
+    let delete = h
+        .calls
+        .iter()
+        .find(|c| c.op == OpKind::Delete && c.run_id == run && c.lease.is_none() && c.applied.is_some())
+        .expect("an unleased delete of tmp-1_ applied");
+    let at = delete.applied.as_ref().map(|a| a.order).unwrap_or_default();
+    let meta_before = h
+        .calls
+        .iter()
+        .filter(|c| c.op == OpKind::PutMeta && c.run_id == run)
+        .filter(|c| c.applied.as_ref().is_some_and(|a| a.order < at))
+        .max_by_key(|c| c.applied.as_ref().map(|a| a.order))
+        .and_then(|c| c.args.payload.clone())
+        .unwrap_or_default();
+    assert!(
+        meta_before.contains("\"status\":\"running\""),
+        "the unleased delete no longer lands over a running meta: {meta_before}"
+    );
+}

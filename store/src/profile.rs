@@ -2,8 +2,8 @@
 //! construction (never a cargo feature, never a global).
 //!
 //! Each profile restores the switches of rulvar's release it is named after (the table of
-//! docs/store-contract.md 9), plus fencesim's own `retention_rechecks` and
-//! `drive_rechecks`, on only in `current` (docs/engine-model.md P). The flawed and the fixed path sit side by
+//! docs/store-contract.md 9), plus fencesim's own `retention_rechecks`, `drive_rechecks` and
+//! `settle_heals_unsettled_tail`, on only in `current` (docs/engine-model.md P). The flawed and the fixed path sit side by
 //! side in the store code behind these switches, so a reader sees both. The harness must
 //! catch every flawed profile with its generic oracle and find nothing under `current`.
 
@@ -173,6 +173,13 @@ pub struct Profile {
     /// from its listing, so a run that settled terminal since, a cancelled one for example, is
     /// resumed and its cancel undone).
     pub drive_rechecks: bool,
+    /// The write-on-change rule's third arm also fires when the journal's last entry is not
+    /// a `run_settle` (an earlier segment journaled work, then its settle append failed or
+    /// it died), not only when the journal holds no settle at all (this model's `current`;
+    /// rulvar's arm (c) checks for a missing settle only, so a segment that appends nothing
+    /// and ends with the status of an older settle writes terminal meta over the unsettled
+    /// work, and the reconciler calls the run stranded).
+    pub settle_heals_unsettled_tail: bool,
 }
 
 /// rulvar's BOOT_BUSY_TIMEOUT_MS.
@@ -180,7 +187,8 @@ pub const BOOT_BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
 
 impl Profile {
     /// The switches of a named profile, as docs/store-contract.md 9 sets them, plus
-    /// `retention_rechecks` and `drive_rechecks` (fencesim's; docs/engine-model.md P).
+    /// `retention_rechecks`, `drive_rechecks` and `settle_heals_unsettled_tail` (fencesim's;
+    /// docs/engine-model.md P).
     pub const fn of(name: ProfileName) -> Profile {
         let bounded = BootRetry::Bounded { deadline: BOOT_BUSY_TIMEOUT };
         match name {
@@ -199,6 +207,7 @@ impl Profile {
                 settle_journaled: false,
                 retention_rechecks: false,
                 drive_rechecks: false,
+                settle_heals_unsettled_tail: false,
             },
             ProfileName::V1_44_1 => Profile {
                 fence_txn: FenceTxn::Atomic,
@@ -226,6 +235,7 @@ impl Profile {
                 settle_failure_policy: SettleFailurePolicy::LeaseHeldOnly,
                 retention_rechecks: true,
                 drive_rechecks: true,
+                settle_heals_unsettled_tail: true,
                 ..Profile::of(ProfileName::PreTombstone)
             }
             .named(name),

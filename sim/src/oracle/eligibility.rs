@@ -7,7 +7,9 @@
 //! the oracle's own replay of each run's journal and meta, read as plain JSON.
 //!
 //! Only deletions an engine identity made are judged (`args.actor`, recorded by
-//! `history::under_actor`); a checkpoint delete followed by the same identity's journal
+//! `history::under_actor`), and a run deletion by its status only when it carried a lease
+//! (an unleased delete is a host's unfenced decision: a resume may boot the run between
+//! the host's read and its delete); a checkpoint delete followed by the same identity's journal
 //! delete of the run under the same lease, or made under a lease the worker took for
 //! retention (the `worker.retention.after_acquire` mark) or in a `deleteRun` the identity
 //! began (the `engine.delete.before_blobs` mark), is part of a deletion cascade,
@@ -26,8 +28,8 @@ pub const ALL: &[Property] = &[
     Property {
         name: "only_terminal_runs_deleted",
         expectation: Expectation::Always,
-        claim: "A run deletion made by an engine identity (retention, a deletion cascade) applies only while the run's meta is terminal: a running or suspended run is never deleted.",
-        not_checked: "Deletions by actors that do not say who they are (host decisions of store-level actors); the scenario's own retention rule beyond terminality.",
+        claim: "A run deletion made by an engine identity under a lease (retention, a leased deletion cascade) applies only while the run's meta is terminal: a running or suspended run is never deleted. The lease is what makes the deleter's read of the status still true when the delete applies: no one else writes the run while it is held.",
+        not_checked: "Deletions without a lease: rulvar's unleased deleteRun is an unfenced host decision, and nothing stops a resume from booting the run between the host's read of a terminal meta and its delete (explore found that window from queue-solo under current, docs/explore-findings/); deletions by actors that do not say who they are (host decisions of store-level actors); the scenario's own retention rule beyond terminality.",
         check: only_terminal_runs_deleted,
     },
     Property {
@@ -107,7 +109,7 @@ fn replay<'h>(j: &Judged<'h>, mut visit: impl FnMut(&'h Call, &[EntryView], Opti
 
 fn only_terminal_runs_deleted(j: &Judged, out: &mut Vec<Witness>) {
     replay(j, |c, journal, status| {
-        if c.op != OpKind::Delete || c.args.actor.is_none() {
+        if c.op != OpKind::Delete || c.args.actor.is_none() || c.lease.is_none() {
             return;
         }
         if status.is_none() && journal.is_empty() {
@@ -509,17 +511,18 @@ mod tests {
 
     #[test]
     fn deleting_a_suspended_run_is_caught() {
-        let v = judge(
-            vec![meta(0, "suspended"), call(1, OpKind::Delete, Args::default())],
-            only_terminal_runs_deleted,
-        );
+        let delete = |leased: bool| {
+            let mut d = call(1, OpKind::Delete, Args::default());
+            d.lease = leased.then(|| testkit::lease("worker", 2));
+            d
+        };
+        let v = judge(vec![meta(0, "suspended"), delete(true)], only_terminal_runs_deleted);
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].witness.contains("meta was suspended"), "{}", v[0].witness);
-        assert!(judge(
-            vec![meta(0, "ok"), call(1, OpKind::Delete, Args::default())],
-            only_terminal_runs_deleted
-        )
-        .is_empty());
+        assert!(judge(vec![meta(0, "ok"), delete(true)], only_terminal_runs_deleted).is_empty());
+        // Without a lease nothing held the run between the deleter's read and its delete: a
+        // resume may have booted it meanwhile, so the delete is not judged by the status.
+        assert!(judge(vec![meta(0, "suspended"), delete(false)], only_terminal_runs_deleted).is_empty());
     }
 
     #[test]

@@ -646,10 +646,18 @@ where
                 let appended = seg.appended.borrow();
                 let mut snapshot: Vec<JournalEntry> = seg.prior.clone();
                 snapshot.extend(appended.iter().cloned());
-                let recorded = last_run_settle(&snapshot).map(|(_, s)| s);
+                let last_settle = last_run_settle(&snapshot);
+                let recorded = last_settle.map(|(_, s)| s);
+                // This model's `current` widens arm (c): a journal whose last entry is not its
+                // last settle holds work no settle covers (an earlier segment's settle append
+                // failed, or it died), so it is settled even when the status repeats the old
+                // settle's (docs/engine-model.md P).
+                let unsettled_tail = self.profile.settle_heals_unsettled_tail
+                    && snapshot.last().is_some_and(|e| last_settle.map(|(seq, _)| seq) != Some(e.seq));
                 !appended.is_empty()
                     || recorded.is_some_and(|s| s != status)
                     || (recorded.is_none() && !snapshot.is_empty())
+                    || unsettled_tail
             };
             if needed {
                 fault_at(env, FaultPoint::EngineSettleBeforeRunSettle, seg.run_id, Some(&seg.lease)).await?;

@@ -69,14 +69,20 @@ fn settle_follows_segment_work(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
-/// Per run, its journal in the current generation as the settle properties read it: whether
-/// it holds any entry, and its latest run_settle (seq, status). Fed the applied mutations in
-/// apply order; a delete starts an empty generation.
+/// Per run, its journal in the current generation as the settle properties read it: the seq
+/// of its last entry (none: empty), and its latest run_settle (seq, status). Fed the applied
+/// mutations in apply order; a delete starts an empty generation.
 #[derive(Default)]
 struct SettledJournals<'h>(BTreeMap<&'h str, SettledJournal>);
 
-/// Whether a journal holds any entry, and its latest run_settle (seq, status).
-type SettledJournal = (bool, Option<(u64, Status)>);
+/// The seq of a journal's last entry (none: empty), and its latest run_settle (seq, status).
+type SettledJournal = (Option<u64>, Option<(u64, Status)>);
+
+/// Whether a journal with this last entry and latest settle ends in that settle: every entry
+/// is covered by a settle, so a settle of the same status adds nothing.
+fn ends_in_settle((last, latest): SettledJournal) -> bool {
+    last.is_some() && latest.map(|(seq, _)| seq) == last
+}
 
 impl<'h> SettledJournals<'h> {
     fn of(&self, run: &str) -> SettledJournal {
@@ -92,7 +98,7 @@ impl<'h> SettledJournals<'h> {
             }
             (OpKind::Append, Some(e)) => {
                 let run = self.0.entry(c.run_id.as_str()).or_default();
-                run.0 = true;
+                run.0 = Some(e.seq);
                 if let Some(status) = settle_status(e) {
                     run.1 = Some((e.seq, status));
                 }
@@ -125,8 +131,8 @@ fn terminal_meta_matches_the_last_settle(j: &Judged, out: &mut Vec<Witness>) {
                 if matches!(m.status, Status::Running | Status::Suspended) {
                     continue;
                 }
-                let (any, settle) = journals.of(&c.run_id);
-                if !any || settle.is_some_and(|(_, s)| s == m.status) {
+                let (last, settle) = journals.of(&c.run_id);
+                if last.is_none() || settle.is_some_and(|(_, s)| s == m.status) {
                     continue;
                 }
                 out.push(Witness {
@@ -150,7 +156,7 @@ fn terminal_meta_matches_the_last_settle(j: &Judged, out: &mut Vec<Witness>) {
 pub const SETTLES_ONLY_ON_CHANGE: Property = Property {
     name: "settles_only_on_change",
     expectation: Expectation::Always,
-    claim: "A grant journals a run_settle only when the write-on-change rule asks for one: the grant appended work of its own before it (this generation), or the journal's latest run_settle has another status, or the journal holds entries but no run_settle. So a pure replay with an unchanged status appends nothing, and an empty journal never gets a settle (docs/engine-model.md 3.3). A settle append the store did not apply (refused, busy) is judged by the same rule over the segment's own view: the journal its last load under the grant returned (none: a fresh run, empty) plus the appends of the grant that were applied, since that is all the segment knew when it chose to settle.",
+    claim: "A grant journals a run_settle only when the write-on-change rule asks for one: the grant appended work of its own before it (this generation), or the journal's latest run_settle has another status, or the journal holds entries and its last entry is not a run_settle (no settle at all, or work journaled after the last one: the model's `current` arm (c), docs/engine-model.md P). So a pure replay with an unchanged status over a journal that ends in its settle appends nothing, and an empty journal never gets a settle (docs/engine-model.md 3.3). A settle append the store did not apply (refused, busy) is judged by the same rule over the segment's own view: the journal its last load under the grant returned (none: a fresh run, empty) plus the appends of the grant that were applied, since that is all the segment knew when it chose to settle.",
     not_checked: "Settles appended without a lease (no grant to attribute the work to); unapplied settles whose grant's last load did not return readable entries (a history read back from a file keeps no reads).",
     check: settles_only_on_change,
 };
@@ -171,8 +177,9 @@ fn settles_only_on_change(j: &Judged, out: &mut Vec<Witness>) {
                 let Some(e) = entry_of(c) else { continue };
                 let grant = c.lease.as_ref().map(|l| (run, l.epoch.0, l.owner.as_str()));
                 if let Some(status) = settle_status(&e) {
-                    let (any, latest) = journals.of(run);
-                    let repeated = latest.is_some_and(|(_, s)| s == status);
+                    let journal = journals.of(run);
+                    let any = journal.0.is_some();
+                    let repeated = ends_in_settle(journal) && journal.1.is_some_and(|(_, s)| s == status);
                     if grant.is_some_and(|g| !worked.contains(&g)) && (!any || repeated) {
                         out.push(Witness {
                             witness: format!(
@@ -181,7 +188,7 @@ fn settles_only_on_change(j: &Judged, out: &mut Vec<Witness>) {
                                 e.seq,
                                 t(Judged::applied_ns(c)),
                                 if any {
-                                    format!("a journal already settled {status}")
+                                    format!("a journal that already ends in a run_settle of {status}")
                                 } else {
                                     "an empty journal".to_string()
                                 },
@@ -206,8 +213,9 @@ fn settles_only_on_change(j: &Judged, out: &mut Vec<Witness>) {
         let (Some(lease), Some(e)) = (&c.lease, entry_of(c)) else { continue };
         let Some(status) = settle_status(&e) else { continue };
         let Some(view) = segment_view(j, c, lease) else { continue };
-        let latest = view.entries.iter().rev().find_map(settle_status);
-        if view.worked || !(view.entries.is_empty() || latest == Some(status)) {
+        // Repeated: the journal it booted from ends in a settle of this very status.
+        let repeated = view.entries.last().and_then(settle_status) == Some(status);
+        if view.worked || !(view.entries.is_empty() || repeated) {
             continue;
         }
         out.push(Witness {
@@ -221,7 +229,7 @@ fn settles_only_on_change(j: &Judged, out: &mut Vec<Witness>) {
                 if view.entries.is_empty() {
                     "the empty journal it booted from".to_string()
                 } else {
-                    format!("the journal it booted from, already settled {status}")
+                    format!("the journal it booted from, which already ends in a run_settle of {status}")
                 },
             ),
             op: Some(c.op.as_str()),
@@ -648,7 +656,7 @@ mod tests {
         h.append(0, &b, "r", settle(4, "ok"));
         let v = h.judge("settles_only_on_change");
         assert_eq!(v.len(), 1, "{v:?}");
-        assert!(v[0].witness.contains("already settled ok"), "{v:?}");
+        assert!(v[0].witness.contains("already ends in a run_settle of ok"), "{v:?}");
         // A replay that changes the status, and the third arm (entries, no settle), settle.
         let mut h = HistoryBuilder::engine_run();
         let a = h.acquire(0, "a", "r", 1);
@@ -669,6 +677,47 @@ mod tests {
         let v = h.judge("settles_only_on_change");
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].witness.contains("empty journal"), "{v:?}");
+    }
+
+    #[test]
+    fn work_after_the_last_settle_is_owed_a_settle_even_of_the_same_status() {
+        // a settles error; b journals work and dies before its settle; c, which did no work
+        // of its own, settles error again: the journal did not end in its settle, so the
+        // settle is owed (the wider arm (c)), though its status repeats the old settle's.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", running(1));
+        h.append(0, &a, "r", settle(2, "error"));
+        let b = h.acquire(0, "b", "r", 2);
+        h.append(0, &b, "r", running(3));
+        h.append(0, &b, "r", terminal(4, 3, "ok"));
+        let c = h.acquire(0, "c", "r", 3);
+        h.append(0, &c, "r", settle(5, "error"));
+        assert!(h.judge("settles_only_on_change").is_empty());
+        // Once the journal ends in c's settle, a fourth grant's repeat is flagged again.
+        let d = h.acquire(0, "d", "r", 4);
+        h.append(0, &d, "r", settle(6, "error"));
+        let v = h.judge("settles_only_on_change");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("already ends in a run_settle of error"), "{v:?}");
+
+        // The same judgement for an unapplied settle, over the journal its segment loaded.
+        let booted = [running(1), settle(2, "error"), running(3), terminal(4, 3, "ok")];
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        for e in &booted {
+            h.append(0, &a, "r", e.clone());
+        }
+        let c = h.acquire(0, "c", "r", 2);
+        load(&mut h, "c", &booted);
+        h.append_lost(0, &c, "r", settle(5, "error"), "busy");
+        assert!(h.judge("settles_only_on_change").is_empty(), "the unsettled tail is owed a settle");
+        let d = h.acquire(0, "d", "r", 3);
+        load(&mut h, "d", &booted[..2]);
+        h.append_lost(0, &d, "r", settle(3, "error"), "busy");
+        let v = h.judge("settles_only_on_change");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("which already ends in a run_settle of error"), "{v:?}");
     }
 
     /// A load of run `r` by `actor` on node 0 that returned `entries` (a read: nothing applied).
@@ -714,7 +763,7 @@ mod tests {
         h.append_lost(0, &b, "r", settle(4, "ok"), "lease_held");
         let v = h.judge("settles_only_on_change");
         assert_eq!(v.len(), 1, "{v:?}");
-        assert!(v[0].witness.contains("already settled ok"), "{v:?}");
+        assert!(v[0].witness.contains("already ends in a run_settle of ok"), "{v:?}");
         let c = h.acquire(0, "c", "r", 3);
         load(&mut h, "c", &booted);
         h.append_lost(0, &c, "r", settle(4, "cancelled"), "lease_held");
