@@ -703,11 +703,7 @@ mod tests {
 
         // The same judgement for an unapplied settle, over the journal its segment loaded.
         let booted = [running(1), settle(2, "error"), running(3), terminal(4, 3, "ok")];
-        let mut h = HistoryBuilder::engine_run();
-        let a = h.acquire(0, "a", "r", 1);
-        for e in &booted {
-            h.append(0, &a, "r", e.clone());
-        }
+        let mut h = journaled_by_a(&booted);
         let c = h.acquire(0, "c", "r", 2);
         load(&mut h, "c", &booted);
         h.append_lost(0, &c, "r", settle(5, "error"), "busy");
@@ -718,6 +714,16 @@ mod tests {
         let v = h.judge("settles_only_on_change");
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].witness.contains("which already ends in a run_settle of error"), "{v:?}");
+    }
+
+    /// A history in which grant `a` (epoch 1) journaled `entries` to run `r`.
+    fn journaled_by_a(entries: &[serde_json::Value]) -> HistoryBuilder {
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        for e in entries {
+            h.append(0, &a, "r", e.clone());
+        }
+        h
     }
 
     /// A load of run `r` by `actor` on node 0 that returned `entries` (a read: nothing applied).
@@ -753,11 +759,7 @@ mod tests {
         // A resume that loaded a journal already settled ok, did nothing, and tried to settle
         // ok again; the same resume settling another status is owed its settle.
         let booted = [running(1), terminal(2, 1, "ok"), settle(3, "ok")];
-        let mut h = HistoryBuilder::engine_run();
-        let a = h.acquire(0, "a", "r", 1);
-        for e in &booted {
-            h.append(0, &a, "r", e.clone());
-        }
+        let mut h = journaled_by_a(&booted);
         let b = h.acquire(0, "b", "r", 2);
         load(&mut h, "b", &booted);
         h.append_lost(0, &b, "r", settle(4, "ok"), "lease_held");
