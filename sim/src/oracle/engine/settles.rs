@@ -78,12 +78,6 @@ struct SettledJournals<'h>(BTreeMap<&'h str, SettledJournal>);
 /// The seq of a journal's last entry (none: empty), and its latest run_settle (seq, status).
 type SettledJournal = (Option<u64>, Option<(u64, Status)>);
 
-/// Whether a journal with this last entry and latest settle ends in that settle: every entry
-/// is covered by a settle, so a settle of the same status adds nothing.
-fn ends_in_settle((last, latest): SettledJournal) -> bool {
-    last.is_some() && latest.map(|(seq, _)| seq) == last
-}
-
 impl<'h> SettledJournals<'h> {
     fn of(&self, run: &str) -> SettledJournal {
         self.0.get(run).copied().unwrap_or_default()
@@ -177,9 +171,10 @@ fn settles_only_on_change(j: &Judged, out: &mut Vec<Witness>) {
                 let Some(e) = entry_of(c) else { continue };
                 let grant = c.lease.as_ref().map(|l| (run, l.epoch.0, l.owner.as_str()));
                 if let Some(status) = settle_status(&e) {
-                    let journal = journals.of(run);
-                    let any = journal.0.is_some();
-                    let repeated = ends_in_settle(journal) && journal.1.is_some_and(|(_, s)| s == status);
+                    let (last, latest) = journals.of(run);
+                    let any = last.is_some();
+                    // Repeated: the journal's last entry is its latest settle, of this very status.
+                    let repeated = latest.is_some_and(|(seq, s)| s == status && Some(seq) == last);
                     if grant.is_some_and(|g| !worked.contains(&g)) && (!any || repeated) {
                         out.push(Witness {
                             witness: format!(
