@@ -383,10 +383,18 @@ fn a_focused_plan_narrows_its_faults_to_a_few_reached_points_densely_and_reprodu
     let reached = corpus[0].reached.clone();
     let m = one_entry_mutator(&corpus);
     let crash_points = s.faults(&knobs).crash_points;
-    let (mut stalls_past_ttl, mut pauses, mut decisions) = (0, 0, 0);
-    for i in 0..40 {
-        let p = m.focused(&mut sim::seed::rng(1, "focused-test", i));
-        assert_eq!(p, m.focused(&mut sim::seed::rng(1, "focused-test", i)), "same rng, same plan");
+    let (mut stalls_past_ttl, mut pauses, mut decisions, mut plans) = (0, 0, 0, 0);
+    for i in 0..60 {
+        let (p, kind) = m.focused(&mut sim::seed::rng(1, "focused-test", i));
+        assert_eq!(
+            (p.clone(), kind),
+            m.focused(&mut sim::seed::rng(1, "focused-test", i)),
+            "same rng, same plan"
+        );
+        if kind != sim::explore::mutate::Kind::Focused {
+            continue;
+        }
+        plans += 1;
         let recipe = p.recipe.clone().expect("a focused plan is derived (lazy)");
         assert!((1..=3).contains(&recipe.active.len()), "one to three points, got {:?}", recipe.active);
         for q in &recipe.active {
@@ -412,12 +420,67 @@ fn a_focused_plan_narrows_its_faults_to_a_few_reached_points_densely_and_reprodu
         decisions += written.decisions.len();
     }
     // Dense: at least 5% of 60 occurrences per point fire, most stalls past the ttl.
-    assert!(decisions >= 40 * 3, "focused plans fire densely ({decisions} decisions in 40 plans)");
+    assert!(plans >= 30, "most focused plans are stall focuses ({plans} of 60)");
+    assert!(decisions >= plans * 3, "focused plans fire densely ({decisions} decisions in {plans} plans)");
     assert!(
         (stalls_past_ttl + pauses) * 4 >= decisions,
         "{stalls_past_ttl} stalls past the ttl and {pauses} pauses of {decisions} decisions"
     );
     assert!(pauses > 0 && stalls_past_ttl > 0, "some long stalls become pauses, not all ({pauses} pauses)");
+}
+
+#[test]
+fn a_contention_focus_contends_writes_it_reached_where_the_scenario_draws_contention() {
+    use sim::explore::mutate::Kind;
+    use sim::plan::Action;
+    let corpus = vec![seed7_entry()];
+    let reached = corpus[0].reached.clone();
+    let m = one_entry_mutator(&corpus);
+    let (mut plans, mut contended, mut decisions) = (0, 0, 0);
+    for i in 0..60 {
+        let (p, kind) = m.focused(&mut sim::seed::rng(2, "contend-focus-test", i));
+        if kind != Kind::ContendFocused {
+            continue;
+        }
+        plans += 1;
+        let recipe = p.recipe.clone().expect("a focused plan is derived (lazy)");
+        assert!((1..=3).contains(&recipe.active.len()), "one to three points, got {:?}", recipe.active);
+        assert!(recipe.crash_points.is_empty(), "a contention focus crashes nowhere");
+        for q in &recipe.active {
+            // Named independently of `plan::contendable`: a write's first point.
+            assert!(q.name().ends_with(".before_begin"), "{} is not where a write begins", q.name());
+            assert!(reached.iter().any(|&(_, r, _)| r == *q), "{} was never reached by the corpus", q.name());
+        }
+        let mut written = p.clone();
+        written.materialize();
+        for d in &written.decisions {
+            assert!(recipe.active.iter().any(|q| q.name() == d.point), "{} fires outside the focus", d.point);
+            match d.action {
+                Action::Contend => contended += 1,
+                Action::Stall { ms } => assert!(ms <= 20, "a contention focus stalls briefly, not {ms} ms"),
+                // Every derived plan turns some stalls before a write into stalls to the
+                // lease's expiry instant (or 1 ms short of it).
+                Action::StallToExpiry | Action::StallToBeforeExpiry { .. } | Action::Yield => {}
+                ref other => panic!("a contention focus draws {other:?}"),
+            }
+        }
+        decisions += written.decisions.len();
+    }
+    assert!((10..=35).contains(&plans), "about a third of queue's focused plans contend ({plans} of 60)");
+    assert!(contended * 2 >= decisions, "most firings contend ({contended} of {decisions})");
+    assert!(contended >= plans * 3, "a contention focus contends densely ({contended} in {plans} plans)");
+
+    // A scenario that draws no contention never focuses it.
+    let mut m = one_entry_mutator(&corpus);
+    m.scenario = scenario("f4-stale-retention");
+    assert_eq!(m.scenario.faults(&m.scenario.knobs(7)).contend_per_mille, (0, 0));
+    for i in 0..30 {
+        let (p, kind) = m.focused(&mut sim::seed::rng(3, "contend-focus-test", i));
+        assert_eq!(kind, Kind::Focused);
+        let mut written = p.clone();
+        written.materialize();
+        assert!(written.decisions.iter().all(|d| d.action != Action::Contend), "no contention drawn");
+    }
 }
 
 #[test]

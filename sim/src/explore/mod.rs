@@ -97,8 +97,9 @@ pub struct ExploreReport {
     /// workload, too little happened to judge): neither passes nor failures.
     #[serde(default)]
     pub vacuous_runs: u64,
-    /// The guided search: per candidate kind (`fresh`, `focused`, `probe`, `hazard_probe`,
-    /// `probe_set`, `aim`, `mutate`), its runs and what they yielded. Empty in exhaustive mode.
+    /// The guided search: per candidate kind (`fresh`, `focused`, `contend_focused`,
+    /// `probe`, `hazard_probe`, `probe_set`, `acquire_probe`, `aim`, `mutate`), its runs and
+    /// what they yielded. Empty in exhaustive mode.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub kinds: BTreeMap<String, KindStats>,
     /// Exhaustive mode: the plans run, whether the enumeration finished, the fault bound.

@@ -14,7 +14,9 @@
 //! the corpus reached, firing densely there, which is what a targeted scenario does by hand
 //! for one window, with the points drawn instead of chosen (swarm testing's insight: a
 //! fault left out can be as decisive as one put in); a third to two thirds of their stalls
-//! past the ttl pause the whole process instead, half of those until a takeover. Of the
+//! past the ttl pause the whole process instead, half of those until a takeover; where the
+//! scenario draws contention, a third of them focus contended writes instead (one to three
+//! points before a write begins, most firings a real `SQLITE_BUSY`). Of the
 //! rest again, 30% are model-guided: an abstract state of the universe no run reached yet
 //! whose name gives its lever (a call of an operation under a relation with a fault never
 //! seen there: that fault at a point of that operation, in an entry that reached the same
@@ -86,6 +88,10 @@ pub const PROBE_PER_MILLE: u32 = 350;
 pub const FOCUS_PER_MILLE: u32 = 400;
 pub const AIM_PER_MILLE: u32 = 300;
 
+/// Of the focused plans of a scenario that draws contention, the share that focus
+/// contended writes instead of stalls ([`Mutator::focused`]).
+pub const CONTEND_FOCUS_PER_MILLE: u32 = 333;
+
 /// Which generator made a candidate (AFL's per-stage statistics: the report counts each
 /// kind's runs, the runs that reached a new state, and the runs that failed, so a mix can
 /// be judged by per-run yield over thousands of runs rather than by a few first detections).
@@ -93,8 +99,10 @@ pub const AIM_PER_MILLE: u32 = 300;
 pub enum Kind {
     /// A fresh seed's own derived plan, as a sweep runs it.
     Fresh,
-    /// [`Mutator::focused`].
+    /// [`Mutator::focused`], a stall focus.
     Focused,
+    /// [`Mutator::focused`], a contention focus.
+    ContendFocused,
     /// [`Mutator::probe`].
     Probe,
     /// [`Mutator::probe`] before a write of a hazard operation ([`hazard_ops`]).
@@ -114,6 +122,7 @@ impl Kind {
         match self {
             Kind::Fresh => "fresh",
             Kind::Focused => "focused",
+            Kind::ContendFocused => "contend_focused",
             Kind::Probe => "probe",
             Kind::HazardProbe => "hazard_probe",
             Kind::Aim => "aim",
@@ -356,11 +365,21 @@ impl Mutator<'_> {
 
     /// A focused plan: a seed's workload (a fresh seed's, or a corpus entry's seed and
     /// knobs) with its faults narrowed to one to three points that corpus runs reached,
-    /// every one active and firing densely (mostly stalls past the ttl, crashes where the
-    /// scenario allows them). This is what a targeted scenario does by hand for one window
-    /// (`f4-stale-retention` focuses the retention cascade); here the points are drawn, half
-    /// of them weighted toward points few corpus entries reached.
-    pub fn focused(&self, r: &mut ChaCha8Rng) -> Plan {
+    /// every one active and firing densely. This is what a targeted scenario does by hand
+    /// for one window (`f4-stale-retention` focuses the retention cascade); here the points
+    /// are drawn, half of them weighted toward points few corpus entries reached.
+    ///
+    /// Two shapes. A stall focus ([`Kind::Focused`]): mostly stalls past the ttl, crashes
+    /// where the scenario allows them. Where the scenario draws contention, a third are a
+    /// contention focus instead ([`Kind::ContendFocused`], [`CONTEND_FOCUS_PER_MILLE`]):
+    /// one to three points before a write begins (`*.before_begin`), where most firings are
+    /// contended writes ([`Action::Contend`]: a real `SQLITE_BUSY`) and the rest short
+    /// stalls (some to the lease's expiry instant, as every derived plan draws) or yields. A busy write is a failure the engine must absorb, and the windows
+    /// it opens (a settle append lost, then a later segment failing early: a run stranded
+    /// under rulvar's write-on-change rule, docs/explore-findings/, "Stop 49") take a few
+    /// contended writes of one operation spread over a run's segments, which a stall focus
+    /// never draws and a seed's own plan (at most 30% of its rare yields) seldom lines up.
+    pub fn focused(&self, r: &mut ChaCha8Rng) -> (Plan, Kind) {
         let (seed, knobs) = if self.corpus.is_empty() || r.chance(500) {
             let seed = fresh_seed(r);
             (seed, self.scenario.knobs(seed))
@@ -369,16 +388,23 @@ impl Mutator<'_> {
             (e.plan.seed, e.plan.knobs.clone())
         };
         let faults = self.scenario.faults(&knobs);
+        let contend = faults.contend_per_mille.1 > 0 && r.chance(CONTEND_FOCUS_PER_MILLE);
         let mut reached = vec![false; FaultPoint::ALL.len()];
         for e in self.corpus {
             for &(_, p, _) in &e.reached {
                 reached[p.index()] = true;
             }
         }
-        let candidates: Vec<FaultPoint> =
-            faults.points.iter().copied().filter(|p| self.corpus.is_empty() || reached[p.index()]).collect();
+        let candidates: Vec<FaultPoint> = faults
+            .points
+            .iter()
+            .copied()
+            .filter(|p| self.corpus.is_empty() || reached[p.index()])
+            .filter(|&p| !contend || contendable(p))
+            .collect();
+        let kind = if contend { Kind::ContendFocused } else { Kind::Focused };
         if candidates.is_empty() {
-            return Plan::generate_lazy(self.scenario.name(), self.profile, seed, knobs, &faults);
+            return (Plan::generate_lazy(self.scenario.name(), self.profile, seed, knobs, &faults), kind);
         }
         let mut focus: Vec<FaultPoint> = Vec::new();
         for _ in 0..r.between(1, 3) {
@@ -387,17 +413,29 @@ impl Mutator<'_> {
                 focus.push(candidates[i]);
             }
         }
-        let crash_points: Vec<FaultPoint> =
-            faults.crash_points.iter().copied().filter(|p| focus.contains(p)).collect();
-        let narrowed = FaultProfile::at(focus)
-            .active(1000, 1000)
-            .fire(50, 300)
-            .stalls((500, 900), (400, 900), faults.stall_past_ttl_max_pct)
-            .crashes(0, 200, crash_points)
-            .pauses(300, 700)
-            .occurrences(faults.occurrences)
-            .clocks(faults.skew_ms_max, faults.drift_ppm_max);
-        Plan::generate_lazy(self.scenario.name(), self.profile, seed, knobs, &narrowed)
+        let narrowed = if contend {
+            // Firings: 0-20% short stalls, of the yields 60-100% contended. A point before
+            // a write is not a crash point, and a stall past the ttl is another window's.
+            FaultProfile::at(focus)
+                .active(1000, 1000)
+                .fire(30, 300)
+                .stalls((0, 200), (0, 0), faults.stall_past_ttl_max_pct)
+                .contends(600, 1000)
+                .occurrences(faults.occurrences)
+                .clocks(faults.skew_ms_max, faults.drift_ppm_max)
+        } else {
+            let crash_points: Vec<FaultPoint> =
+                faults.crash_points.iter().copied().filter(|p| focus.contains(p)).collect();
+            FaultProfile::at(focus)
+                .active(1000, 1000)
+                .fire(50, 300)
+                .stalls((500, 900), (400, 900), faults.stall_past_ttl_max_pct)
+                .crashes(0, 200, crash_points)
+                .pauses(300, 700)
+                .occurrences(faults.occurrences)
+                .clocks(faults.skew_ms_max, faults.drift_ppm_max)
+        };
+        (Plan::generate_lazy(self.scenario.name(), self.profile, seed, knobs, &narrowed), kind)
     }
 
     /// A takeover probe (Kleppmann's fencing example, aimed): a corpus entry's plan with one
@@ -565,7 +603,7 @@ impl Mutator<'_> {
             return self.probe(r);
         }
         if r.chance(FOCUS_PER_MILLE) {
-            return (self.focused(r), Kind::Focused);
+            return self.focused(r);
         }
         if !self.aims.is_empty() && r.chance(AIM_PER_MILLE) {
             let aim = &self.aims[r.between(0, self.aims.len() as u64 - 1) as usize];

@@ -486,7 +486,7 @@ pub fn explore(scenario: &'static dyn Scenario, opts: &ExploreOptions) -> Result
                 .map(|i| match (batch, i % 3) {
                     (0, 0) => (m.fresh(&mut r), Kind::Fresh),
                     (0, 1) => (m.probe_set(&mut r), Kind::ProbeSet),
-                    (0, _) => (m.focused(&mut r), Kind::Focused),
+                    (0, _) => m.focused(&mut r),
                     _ => m.candidate(&mut r),
                 })
                 .unzip()
