@@ -414,11 +414,16 @@ impl Mutator<'_> {
             }
         }
         let narrowed = if contend {
-            // Firings: 0-20% short stalls, of the yields 60-100% contended. A point before
-            // a write is not a crash point, and a stall past the ttl is another window's.
+            // 10-80% of the occurrences fire; of the firings 0-20% short stalls, of the
+            // yields 60-100% contended. Denser than a stall focus: the windows want several
+            // writes of a run lost and the ones between them applied (three contended appends
+            // at one point, with the stored finding's workload and knobs: a run stranded in
+            // 0 of 40 plans at a 10% rate, 7 of 40 at 35%; over eight other seeds, 8 of 80 at
+            // 50%, 19 of 80 at 70%). A point before a write is not a crash point, and a stall
+            // past the ttl is another window's.
             FaultProfile::at(focus)
                 .active(1000, 1000)
-                .fire(30, 300)
+                .fire(100, 800)
                 .stalls((0, 200), (0, 0), faults.stall_past_ttl_max_pct)
                 .contends(600, 1000)
                 .occurrences(faults.occurrences)
