@@ -416,11 +416,12 @@ impl Mutator<'_> {
         let narrowed = if contend {
             // 10-80% of the occurrences fire; of the firings 0-20% short stalls, of the
             // yields 60-100% contended. Denser than a stall focus: the windows want several
-            // writes of a run lost and the ones between them applied (three contended appends
-            // at one point, with the stored finding's workload and knobs: a run stranded in
-            // 0 of 40 plans at a 10% rate, 7 of 40 at 35%; over eight other seeds, 8 of 80 at
-            // 50%, 19 of 80 at 70%). A point before a write is not a crash point, and a stall
-            // past the ttl is another window's.
+            // writes of a run lost and the ones between them applied. Measured once, by hand:
+            // plans contending every append at a fixed rate, under rulvar's settle rule (the
+            // planted `r23-settle-tail-after-a-settle-unsettled`), on the stored finding's
+            // seed and knobs stranded a run in 0 of 40 plans at 10%, 7 of 40 at 35%; on eight
+            // other seeds with those knobs, 8 of 80 at 50%, 19 of 80 at 70%. A point before a
+            // write is not a crash point, and a stall past the ttl is another window's.
             FaultProfile::at(focus)
                 .active(1000, 1000)
                 .fire(100, 800)
