@@ -374,11 +374,12 @@ impl Mutator<'_> {
     /// contention focus instead ([`Kind::ContendFocused`], [`CONTEND_FOCUS_PER_MILLE`]):
     /// one to three points before a write begins (`*.before_begin`), where most firings are
     /// contended writes ([`Action::Contend`]: a real `SQLITE_BUSY`) and the rest short
-    /// stalls (some to the lease's expiry instant, as every derived plan draws) or yields. A busy write is a failure the engine must absorb, and the windows
-    /// it opens (a settle append lost, then a later segment failing early: a run stranded
-    /// under rulvar's write-on-change rule, docs/explore-findings/, "Stop 49") take a few
-    /// contended writes of one operation spread over a run's segments, which a stall focus
-    /// never draws and a seed's own plan (at most 30% of its rare yields) seldom lines up.
+    /// stalls (some to the lease's expiry instant, as every derived plan draws) or yields.
+    /// A busy write is a failure the engine must absorb, and the windows it opens (a settle
+    /// append lost, then a later segment failing early: a run stranded under rulvar's
+    /// write-on-change rule, docs/explore-findings/, "Stop 49") take a few contended writes
+    /// of one operation spread over a run's segments, which a stall focus never draws and a
+    /// seed's own plan (at most 30% of its rare yields) seldom lines up.
     pub fn focused(&self, r: &mut ChaCha8Rng) -> (Plan, Kind) {
         let (seed, knobs) = if self.corpus.is_empty() || r.chance(500) {
             let seed = fresh_seed(r);
