@@ -10,7 +10,8 @@ use sim::plan::Plan;
 use sim::runner::{execute, Outcome};
 use store::{FaultPoint, ProfileName};
 
-fn replay(file: &str) -> Outcome {
+/// The stored plan `file` (a path under docs/explore-findings/), run under `current`.
+fn run_stored(file: &str) -> Outcome {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/explore-findings").join(file);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let plan: Plan = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
@@ -18,7 +19,11 @@ fn replay(file: &str) -> Outcome {
         .into_iter()
         .find(|s| s.name() == plan.scenario)
         .unwrap_or_else(|| panic!("{file}: scenario {} is not in the catalog", plan.scenario));
-    let out = execute(scenario, ProfileName::Current, plan.seed, Some(plan), None).expect("run");
+    execute(scenario, ProfileName::Current, plan.seed, Some(plan), None).expect("run")
+}
+
+fn replay(file: &str) -> Outcome {
+    let out = run_stored(file);
     assert!(out.violations.is_empty(), "{file} fails under current: {:?}", out.violations);
     out
 }
@@ -357,4 +362,42 @@ fn an_unleased_delete_racing_a_retry_is_not_judged_by_status() {
         meta_before.contains("\"status\":\"running\""),
         "the unleased delete no longer lands over a running meta: {meta_before}"
     );
+}
+
+/// An OPEN finding (docs/explore-findings/README.md, "Stop 50"), not yet fixed, so its plan
+/// lives in `open/` and still fails under `current`. A worker's retention pass deleted an
+/// errored run's checkpoint and crashed before deleting its journal and meta; a host's retry
+/// then resumed the half-deleted run, found no checkpoint, and paid the dispatch's completed
+/// turn again. This pins the window and the oracle's verdict on it. When `current` fixes the
+/// cascade, this test fails: move the plan up into docs/explore-findings/ (the replay test
+/// then requires it to pass) and keep the window assertions.
+#[test]
+fn open_a_retry_resumes_a_run_whose_retention_cascade_was_cut_and_repays_a_turn() {
+    let out = run_stored("open/checkpoint-never-regresses-759784738.json");
+    let h = &out.history;
+    let run = "tmp-1_";
+    let crash = h
+        .faults
+        .iter()
+        .find(|f| {
+            f.point == FaultPoint::WorkerRetentionAfterBlobs
+                && f.kind == FaultKind::Crash
+                && f.run_id.as_deref() == Some(run)
+        })
+        .expect("the plan no longer crashes the retention cascade of tmp-1_ after its blobs");
+    let deleted_blob = h.calls.iter().any(|c| {
+        c.op == OpKind::BlobDelete && c.run_id == run && c.applied.is_some() && c.invoked_ns <= crash.at_ns
+    });
+    assert!(deleted_blob, "the cut cascade deleted no checkpoint of {run}");
+    let later_grant = h.calls.iter().any(|c| {
+        c.op == OpKind::Acquire && c.run_id == run && c.granted.is_some() && c.invoked_ns > crash.at_ns
+    });
+    assert!(later_grant, "nothing acquired {run} after the cut cascade");
+    let failed: std::collections::BTreeSet<&str> = out.violations.iter().map(|v| v.property).collect();
+    for p in ["checkpoint_never_regresses", "completed_dispatch_never_repaid"] {
+        assert!(
+            failed.contains(p),
+            "{p} no longer fails on the open finding (fixed? move the plan out of open/): {failed:?}"
+        );
+    }
 }
