@@ -364,40 +364,58 @@ fn an_unleased_delete_racing_a_retry_is_not_judged_by_status() {
     );
 }
 
-/// An OPEN finding (docs/explore-findings/README.md, "Stop 50"), not yet fixed, so its plan
-/// lives in `open/` and still fails under `current`. A worker's retention pass deleted an
-/// errored run's checkpoint and crashed before deleting its journal and meta; a host's retry
-/// then resumed the half-deleted run, found no checkpoint, and paid the dispatch's completed
-/// turn again. This pins the window and the oracle's verdict on it. When `current` fixes the
-/// cascade, this test fails: move the plan up into docs/explore-findings/ (the replay test
-/// then requires it to pass) and keep the window assertions.
-#[test]
-fn open_a_retry_resumes_a_run_whose_retention_cascade_was_cut_and_repays_a_turn() {
-    let out = run_stored("open/checkpoint-never-regresses-759784738.json");
+/// The OPEN finding of stop 50 (docs/explore-findings/README.md), not yet fixed, so its
+/// plans live in `open/` and still fail under `current`: a `deleteRun` cascade deleted a
+/// run's checkpoint and was cut before its journal and meta were deleted (a crash, or its
+/// journal delete meeting another writer's lock); a host's retry then resumed the
+/// half-deleted run, found no checkpoint, and paid the dispatch's completed turn again.
+/// Each plan must still reach its window, and the two properties must still name it. When
+/// `current` fixes the cascade, this fails: move the plans up into docs/explore-findings/
+/// (the replay test then requires them to pass) and keep the window assertions.
+fn open_cut_cascade_then_resume(file: &str, run: &str, cut: &str) {
+    let out = run_stored(file);
     let h = &out.history;
-    let run = "tmp-1_";
-    let crash = h
-        .faults
-        .iter()
-        .find(|f| {
-            f.point == FaultPoint::WorkerRetentionAfterBlobs
-                && f.kind == FaultKind::Crash
-                && f.run_id.as_deref() == Some(run)
-        })
-        .expect("the plan no longer crashes the retention cascade of tmp-1_ after its blobs");
+    let cut_at = match cut {
+        "crash" => h
+            .faults
+            .iter()
+            .find(|f| {
+                f.point == FaultPoint::WorkerRetentionAfterBlobs
+                    && f.kind == FaultKind::Crash
+                    && f.run_id.as_deref() == Some(run)
+            })
+            .map(|f| f.at_ns),
+        _ => h
+            .calls
+            .iter()
+            .find(|c| c.op == OpKind::Delete && c.run_id == run && c.outcome.refusal() == Some("busy"))
+            .map(|c| c.invoked_ns),
+    }
+    .unwrap_or_else(|| panic!("{file}: the plan no longer cuts {run}'s cascade ({cut})"));
     let deleted_blob = h.calls.iter().any(|c| {
-        c.op == OpKind::BlobDelete && c.run_id == run && c.applied.is_some() && c.invoked_ns <= crash.at_ns
+        c.op == OpKind::BlobDelete && c.run_id == run && c.applied.is_some() && c.invoked_ns <= cut_at
     });
-    assert!(deleted_blob, "the cut cascade deleted no checkpoint of {run}");
-    let later_grant = h.calls.iter().any(|c| {
-        c.op == OpKind::Acquire && c.run_id == run && c.granted.is_some() && c.invoked_ns > crash.at_ns
-    });
-    assert!(later_grant, "nothing acquired {run} after the cut cascade");
+    assert!(deleted_blob, "{file}: the cut cascade deleted no checkpoint of {run}");
+    let later_grant = h
+        .calls
+        .iter()
+        .any(|c| c.op == OpKind::Acquire && c.run_id == run && c.granted.is_some() && c.invoked_ns > cut_at);
+    assert!(later_grant, "{file}: nothing acquired {run} after the cut cascade");
     let failed: std::collections::BTreeSet<&str> = out.violations.iter().map(|v| v.property).collect();
     for p in ["checkpoint_never_regresses", "completed_dispatch_never_repaid"] {
         assert!(
             failed.contains(p),
-            "{p} no longer fails on the open finding (fixed? move the plan out of open/): {failed:?}"
+            "{file}: {p} no longer fails on the open finding (fixed? move the plan out of open/): {failed:?}"
         );
     }
+}
+
+#[test]
+fn open_a_retry_resumes_a_run_whose_retention_cascade_crashed_and_repays_a_turn() {
+    open_cut_cascade_then_resume("open/checkpoint-never-regresses-759784738.json", "tmp-1_", "crash");
+}
+
+#[test]
+fn open_a_retry_resumes_a_run_whose_host_delete_met_a_busy_journal_delete_and_repays_a_turn() {
+    open_cut_cascade_then_resume("open/checkpoint-never-regresses-984556310.json", "run-10", "busy");
 }
