@@ -364,6 +364,15 @@ fn an_unleased_delete_racing_a_retry_is_not_judged_by_status() {
     );
 }
 
+/// How an open finding's deletion cascade was cut.
+#[derive(Debug, Clone, Copy)]
+enum Cut {
+    /// A crash at `worker.retention.after_blobs`.
+    RetentionCrash,
+    /// The journal delete refused `busy`.
+    BusyJournalDelete,
+}
+
 /// The OPEN finding of stop 50 (docs/explore-findings/README.md), not yet fixed, so its
 /// plans live in `open/` and still fail under `current`: a `deleteRun` cascade deleted a
 /// run's checkpoint and was cut before its journal and meta were deleted (a crash, or its
@@ -372,11 +381,11 @@ fn an_unleased_delete_racing_a_retry_is_not_judged_by_status() {
 /// Each plan must still reach its window, and the two properties must still name it. When
 /// `current` fixes the cascade, this fails: move the plans up into docs/explore-findings/
 /// (the replay test then requires them to pass) and keep the window assertions.
-fn open_cut_cascade_then_resume(file: &str, run: &str, cut: &str) {
+fn open_cut_cascade_then_resume(file: &str, run: &str, cut: Cut) {
     let out = run_stored(file);
     let h = &out.history;
     let cut_at = match cut {
-        "crash" => h
+        Cut::RetentionCrash => h
             .faults
             .iter()
             .find(|f| {
@@ -385,13 +394,13 @@ fn open_cut_cascade_then_resume(file: &str, run: &str, cut: &str) {
                     && f.run_id.as_deref() == Some(run)
             })
             .map(|f| f.at_ns),
-        _ => h
+        Cut::BusyJournalDelete => h
             .calls
             .iter()
             .find(|c| c.op == OpKind::Delete && c.run_id == run && c.outcome.refusal() == Some("busy"))
             .map(|c| c.invoked_ns),
     }
-    .unwrap_or_else(|| panic!("{file}: the plan no longer cuts {run}'s cascade ({cut})"));
+    .unwrap_or_else(|| panic!("{file}: the plan no longer cuts {run}'s cascade ({cut:?})"));
     let deleted_blob = h.calls.iter().any(|c| {
         c.op == OpKind::BlobDelete && c.run_id == run && c.applied.is_some() && c.invoked_ns <= cut_at
     });
@@ -412,10 +421,18 @@ fn open_cut_cascade_then_resume(file: &str, run: &str, cut: &str) {
 
 #[test]
 fn open_a_retry_resumes_a_run_whose_retention_cascade_crashed_and_repays_a_turn() {
-    open_cut_cascade_then_resume("open/checkpoint-never-regresses-759784738.json", "tmp-1_", "crash");
+    open_cut_cascade_then_resume(
+        "open/checkpoint-never-regresses-759784738.json",
+        "tmp-1_",
+        Cut::RetentionCrash,
+    );
 }
 
 #[test]
 fn open_a_retry_resumes_a_run_whose_host_delete_met_a_busy_journal_delete_and_repays_a_turn() {
-    open_cut_cascade_then_resume("open/checkpoint-never-regresses-984556310.json", "run-10", "busy");
+    open_cut_cascade_then_resume(
+        "open/checkpoint-never-regresses-984556310.json",
+        "run-10",
+        Cut::BusyJournalDelete,
+    );
 }

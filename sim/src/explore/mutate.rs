@@ -414,6 +414,11 @@ impl Mutator<'_> {
                 focus.push(candidates[i]);
             }
         }
+        // Every point of the focus active, with the scenario's occurrences and clocks.
+        let dense = FaultProfile::at(focus)
+            .active(1000, 1000)
+            .occurrences(faults.occurrences)
+            .clocks(faults.skew_ms_max, faults.drift_ppm_max);
         let narrowed = if contend {
             // 10-80% of the occurrences fire; of the firings 0-20% short stalls, of the
             // yields 60-100% contended. Denser than a stall focus: the windows want several
@@ -423,24 +428,15 @@ impl Mutator<'_> {
             // seed and knobs stranded a run in 0 of 40 plans at 10%, 7 of 40 at 35%; on eight
             // other seeds with those knobs, 8 of 80 at 50%, 19 of 80 at 70%. A point before a
             // write is not a crash point, and a stall past the ttl is another window's.
-            FaultProfile::at(focus)
-                .active(1000, 1000)
-                .fire(100, 800)
-                .stalls((0, 200), (0, 0), faults.stall_past_ttl_max_pct)
-                .contends(600, 1000)
-                .occurrences(faults.occurrences)
-                .clocks(faults.skew_ms_max, faults.drift_ppm_max)
+            dense.fire(100, 800).stalls((0, 200), (0, 0), faults.stall_past_ttl_max_pct).contends(600, 1000)
         } else {
             let crash_points: Vec<FaultPoint> =
-                faults.crash_points.iter().copied().filter(|p| focus.contains(p)).collect();
-            FaultProfile::at(focus)
-                .active(1000, 1000)
+                faults.crash_points.iter().copied().filter(|p| dense.points.contains(p)).collect();
+            dense
                 .fire(50, 300)
                 .stalls((500, 900), (400, 900), faults.stall_past_ttl_max_pct)
                 .crashes(0, 200, crash_points)
                 .pauses(300, 700)
-                .occurrences(faults.occurrences)
-                .clocks(faults.skew_ms_max, faults.drift_ppm_max)
         };
         (Plan::generate_lazy(self.scenario.name(), self.profile, seed, knobs, &narrowed), kind)
     }
