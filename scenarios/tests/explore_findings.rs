@@ -125,11 +125,19 @@ fn a_cancel_during_a_dangling_redispatch_checkpoint_read_drains_it() {
     // The window: a stall inside the checkpoint read of the resumed dangling dispatch. It
     // was `tmp-1x`'s when explore found it; since two-approvals' reviser checkpoints every
     // turn (stop 19) the same stall lands in `tmp-1_`'s resume of its reviser instead.
+    // Since stop 51 a resume first reads the run's deletion record (a bare-ref get), so the
+    // plan's stall moved from node 1's first blob get to its fourth (re-pinned in stop 51):
+    // the checkpoint read of the resumed dangling dispatch.
     let run = "tmp-1_";
-    assert!(
-        injected(h, FaultPoint::SqliteBlobGetBeforeRead, FaultKind::Stall, Some(run)),
-        "the plan no longer stalls {run}'s checkpoint read"
-    );
+    let stalled_checkpoint_read = h.faults.iter().any(|f| {
+        f.point == FaultPoint::SqliteBlobGetBeforeRead
+            && f.kind == FaultKind::Stall
+            && f.run_id.as_deref() == Some(run)
+            && f.call
+                .and_then(|i| h.calls.get(i))
+                .is_some_and(|c| c.args.blob_ref.as_deref().is_some_and(|r| r.contains("/ckpt/")))
+    });
+    assert!(stalled_checkpoint_read, "the plan no longer stalls {run}'s checkpoint read");
     // The drain journals the cut dispatch's `cancelled` terminal, then the settle.
     assert!(payload_has(h, run, OpKind::Append, "\"status\":\"cancelled\""), "no cancelled terminal");
     assert!(payload_has(h, run, OpKind::PutMeta, "\"status\":\"cancelled\""), "no cancelled settle");
@@ -243,7 +251,9 @@ fn stale_sweeps_of_a_settled_run_write_nothing() {
 /// `a_blob_a_holder_put_after_an_unleased_host_cascade_listed_the_run_is_not_a_leftover`
 /// pins that exemption and its limit). Since `drive_rechecks` (stop 37) the stale sweep
 /// leaves the cancelled run alone: it acquires after the cancel and writes nothing, and the
-/// host's unleased delete removes a run that is still cancelled.
+/// host's unleased delete removes a run that is still cancelled. Since stop 51 every cascade
+/// puts the run's deletion record first, one more blob put per cascade: node 3's pause at its
+/// first blob put is now at its second (re-pinned), so the same host cascade is paused.
 #[test]
 fn a_stale_sweep_leaves_a_cancelled_run_to_the_hosts_delete() {
     let out = replay("deleted-run-leaves-no-blobs-245190739.json");
@@ -338,7 +348,11 @@ fn a_resume_settles_work_journaled_after_an_older_settle() {
 /// terminal and deletes it without a lease; its delete stalls before it begins, while a retry
 /// by host n0 boots the settled run (meta `running`, its terminal meta then refused as its
 /// lease lapsed). The unleased delete lands over the `running` meta: rulvar's unfenced host
-/// decision, no longer judged by the run's status (only leased deletes are).
+/// decision, no longer judged by the run's status (only leased deletes are). Since stop 51 the
+/// cascade writes the run's deletion record before its first blob delete, and a retry that
+/// read the record would refuse the run; the plan's stall was re-pinned from node 2's journal
+/// delete to its record put (`sqlite.blob_put.before_begin`, occurrence 1), so the retry
+/// boots before the record lands and the race is the same.
 #[test]
 fn an_unleased_delete_racing_a_retry_is_not_judged_by_status() {
     let out = replay("only-terminal-runs-deleted-473235481.json");
@@ -364,7 +378,7 @@ fn an_unleased_delete_racing_a_retry_is_not_judged_by_status() {
     );
 }
 
-/// How an open finding's deletion cascade was cut.
+/// How a deletion cascade of the stop-50 finding was cut.
 #[derive(Debug, Clone, Copy)]
 enum Cut {
     /// A crash at `worker.retention.after_blobs`.
@@ -373,16 +387,15 @@ enum Cut {
     BusyJournalDelete,
 }
 
-/// The OPEN finding of stop 50 (docs/explore-findings/README.md), not yet fixed, so its
-/// plans live in `open/` and still fail under `current`: a `deleteRun` cascade deleted a
-/// run's checkpoint and was cut before its journal and meta were deleted (a crash, or its
-/// journal delete meeting another writer's lock); a host's retry then resumed the
-/// half-deleted run, found no checkpoint, and paid the dispatch's completed turn again.
-/// Each plan must still reach its window, and the two properties must still name it. When
-/// `current` fixes the cascade, this fails: move the plans up into docs/explore-findings/
-/// (the replay test then requires them to pass) and keep the window assertions.
-fn open_cut_cascade_then_resume(file: &str, run: &str, cut: Cut) {
-    let out = run_stored(file);
+/// Stop 50's finding, fixed in stop 51 (`delete_marks_generation`, docs/engine-model.md 6.1):
+/// a `deleteRun` cascade deleted a run's checkpoint and was cut before its journal and meta
+/// were deleted (a crash, or its journal delete meeting another writer's lock); a host's
+/// retry then resumed the half-deleted run, found no checkpoint, and paid the dispatch's
+/// completed turn again. The plan must still reach that window: the cascade recorded the
+/// generation before its first blob delete, deleted a checkpoint, and was cut; then a host's
+/// retry of the run came, and was refused as a run being deleted, with nothing paid.
+fn cut_cascade_then_retry_refused(file: &str, run: &str, cut: Cut) {
+    let out = replay(file);
     let h = &out.history;
     let cut_at = match cut {
         Cut::RetentionCrash => h
@@ -401,37 +414,48 @@ fn open_cut_cascade_then_resume(file: &str, run: &str, cut: Cut) {
             .map(|c| c.invoked_ns),
     }
     .unwrap_or_else(|| panic!("{file}: the plan no longer cuts {run}'s cascade ({cut:?})"));
-    let deleted_blob = h.calls.iter().any(|c| {
-        c.op == OpKind::BlobDelete && c.run_id == run && c.applied.is_some() && c.invoked_ns <= cut_at
+    let applied_before_cut = |op: OpKind, blob: fn(&str) -> bool| {
+        h.calls.iter().any(|c| {
+            c.op == op
+                && c.run_id == run
+                && c.applied.is_some()
+                && c.invoked_ns <= cut_at
+                && c.args.blob_ref.as_deref().is_some_and(blob)
+        })
+    };
+    assert!(
+        applied_before_cut(OpKind::BlobPut, |r| !r.contains('/')),
+        "{file}: the cut cascade wrote no deletion record of {run}"
+    );
+    assert!(
+        applied_before_cut(OpKind::BlobDelete, |r| r.contains("/ckpt/")),
+        "{file}: the cut cascade deleted no checkpoint of {run}"
+    );
+    let refused = h.facts.iter().any(|f| {
+        f.at_ns > cut_at
+            && matches!(&f.kind, sim::history::FactKind::Failed { run_id, what, error }
+                if run_id == run && what == "retry" && error.contains("is being deleted"))
     });
-    assert!(deleted_blob, "{file}: the cut cascade deleted no checkpoint of {run}");
-    let later_grant = h
-        .calls
-        .iter()
-        .any(|c| c.op == OpKind::Acquire && c.run_id == run && c.granted.is_some() && c.invoked_ns > cut_at);
-    assert!(later_grant, "{file}: nothing acquired {run} after the cut cascade");
-    let failed: std::collections::BTreeSet<&str> = out.violations.iter().map(|v| v.property).collect();
-    for p in ["checkpoint_never_regresses", "completed_dispatch_never_repaid"] {
-        assert!(
-            failed.contains(p),
-            "{file}: {p} no longer fails on the open finding (fixed? move the plan out of open/): {failed:?}"
-        );
-    }
+    assert!(refused, "{file}: no retry of {run} after the cut was refused as a run being deleted");
+    let paid_after = h.facts.iter().any(|f| {
+        f.at_ns > cut_at && matches!(&f.kind, sim::history::FactKind::Paid { run_id, .. } if run_id == run)
+    });
+    assert!(!paid_after, "{file}: {run} was paid for after its cascade was cut");
 }
 
 #[test]
-fn open_a_retry_resumes_a_run_whose_retention_cascade_crashed_and_repays_a_turn() {
-    open_cut_cascade_then_resume(
-        "open/checkpoint-never-regresses-759784738.json",
+fn a_retry_of_a_run_whose_retention_cascade_crashed_is_refused_as_being_deleted() {
+    cut_cascade_then_retry_refused(
+        "checkpoint-never-regresses-759784738.json",
         "tmp-1_",
         Cut::RetentionCrash,
     );
 }
 
 #[test]
-fn open_a_retry_resumes_a_run_whose_host_delete_met_a_busy_journal_delete_and_repays_a_turn() {
-    open_cut_cascade_then_resume(
-        "open/checkpoint-never-regresses-984556310.json",
+fn a_retry_of_a_run_whose_host_delete_met_a_busy_journal_delete_is_refused_as_being_deleted() {
+    cut_cascade_then_retry_refused(
+        "checkpoint-never-regresses-984556310.json",
         "run-10",
         Cut::BusyJournalDelete,
     );

@@ -179,7 +179,8 @@ fault_points! {
     WorkerSweepAfterAcquire => "worker.sweep.after_acquire", Engine;
     /// Worker retention: the brief lease is acquired; nothing deleted yet.
     WorkerRetentionAfterAcquire => "worker.retention.after_acquire", Engine;
-    /// Worker retention: the run's blobs are deleted; the journal delete is not made.
+    /// A worker's deletion cascade (retention, or a drive finishing a deletion the run's
+    /// generation is marked for): the run's blobs are deleted; the journal delete is not made.
     WorkerRetentionAfterBlobs => "worker.retention.after_blobs", Engine;
     /// Worker drive: a renew tick of the worker's lease is due; `renew` is not called yet.
     WorkerDriveBeforeRenew => "worker.drive.before_renew", Engine;

@@ -2,9 +2,10 @@
 //! construction (never a cargo feature, never a global).
 //!
 //! Each profile restores the switches of rulvar's release it is named after (the table of
-//! docs/store-contract.md 9), plus fencesim's own `retention_rechecks`, `drive_rechecks` and
-//! `settle_heals_unsettled_tail`, on only in `current` (docs/engine-model.md P). The flawed and the fixed path sit side by
-//! side in the store code behind these switches, so a reader sees both. The harness must
+//! docs/store-contract.md 9), plus fencesim's own `retention_rechecks`, `drive_rechecks`,
+//! `settle_heals_unsettled_tail` and `delete_marks_generation`, on only in `current`
+//! (docs/engine-model.md P). The flawed and the fixed path sit side by side in the store code
+//! behind these switches, so a reader sees both. The harness must
 //! catch every flawed profile with its generic oracle and find nothing under `current`.
 
 use std::fmt;
@@ -180,6 +181,14 @@ pub struct Profile {
     /// and ends with the status of an older settle writes terminal meta over the unsettled
     /// work, and the reconciler calls the run stranded).
     pub settle_heals_unsettled_tail: bool,
+    /// An engine deletion cascade marks the generation it deletes before it deletes a blob:
+    /// it writes the run's deletion record (the bare ref `<run>`, holding the meta's genesis)
+    /// and a resume refuses a run whose record names its genesis, so a cascade cut by a crash
+    /// or a busy write leaves a run only a deletion finishes (this model's `current`; rulvar
+    /// deletes the blobs, then the journal, with no mark, so a retry of a half-deleted run
+    /// boots without the checkpoints its journal depends on and pays checkpointed turns
+    /// again: docs/engine-model.md 6.1).
+    pub delete_marks_generation: bool,
 }
 
 /// rulvar's BOOT_BUSY_TIMEOUT_MS.
@@ -187,7 +196,8 @@ pub const BOOT_BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
 
 impl Profile {
     /// The switches of a named profile, as docs/store-contract.md 9 sets them, plus
-    /// `retention_rechecks`, `drive_rechecks` and `settle_heals_unsettled_tail` (fencesim's;
+    /// `retention_rechecks`, `drive_rechecks`, `settle_heals_unsettled_tail` and
+    /// `delete_marks_generation` (fencesim's;
     /// docs/engine-model.md P).
     pub const fn of(name: ProfileName) -> Profile {
         let bounded = BootRetry::Bounded { deadline: BOOT_BUSY_TIMEOUT };
@@ -208,6 +218,7 @@ impl Profile {
                 retention_rechecks: false,
                 drive_rechecks: false,
                 settle_heals_unsettled_tail: false,
+                delete_marks_generation: false,
             },
             ProfileName::V1_44_1 => Profile {
                 fence_txn: FenceTxn::Atomic,
@@ -236,6 +247,7 @@ impl Profile {
                 retention_rechecks: true,
                 drive_rechecks: true,
                 settle_heals_unsettled_tail: true,
+                delete_marks_generation: true,
                 ..Profile::of(ProfileName::PreTombstone)
             }
             .named(name),

@@ -491,6 +491,14 @@ pub fn run_of_ref(blob_ref: &str) -> &str {
     blob_ref.split('/').next().unwrap_or(blob_ref)
 }
 
+/// The run's deletion record under `delete_marks_generation`: the bare ref `<runId>`, which
+/// no `list` returns (T3), so no cascade deletes it and it outlives the journal delete, as
+/// the epoch tombstone does. It holds the genesis of the generation a cascade began to
+/// delete; a recreated run has a new genesis, so an old record never refuses it.
+pub fn deletion_record_ref(run_id: &str) -> String {
+    run_id.to_string()
+}
+
 /// rulvar's checkpoint ref: `<runId>/ckpt/<runningSeq>`.
 pub fn checkpoint_ref(run_id: &str, running_seq: Seq) -> String {
     format!("{run_id}/ckpt/{}", running_seq.0)

@@ -6,7 +6,9 @@
 //! every durable write; the boot `put_meta(running)` precedes every paid call; a `running`
 //! entry precedes its paid calls and a terminal follows the dispatch's last checkpoint save;
 //! the settle appends `run_settle` (write-on-change rule) strictly before the terminal meta
-//! write and skips that write when the append failed; the lease is released last. Which writes
+//! write and skips that write when the append failed; the lease is released last; under
+//! `delete_marks_generation` a deletion cascade records the generation it deletes before its
+//! first blob delete, and no resume boots a generation so recorded. Which writes
 //! carry the lease, and how settle failures are treated, are the profile's engine switches.
 //! A fault hook answering `Err(Crash)`, or a store call answering `StoreError::Crashed`,
 //! stops the engine dead: it returns [`EngineError::Crashed`] with no further store call.
@@ -39,7 +41,7 @@ use crate::error::StoreError;
 use crate::fault::FaultPoint;
 use crate::profile::{EngineThreading, Profile};
 use crate::spi::{JournalStore, LeasableStore, MetaLookup, TranscriptStore};
-use crate::types::{JournalEntry, Lease, RunStatus, Seq};
+use crate::types::{deletion_record_ref, JournalEntry, Lease, RunStatus, Seq};
 
 /// rulvar's `ENGINE_DEFAULT_LEASE_TTL_MS`, used when the store exposes no ttl.
 pub const DEFAULT_LEASE_TTL_MS: u64 = 60_000;
@@ -110,6 +112,11 @@ pub enum EngineError {
     /// open suspension to resolve).
     #[error("configuration error: {0}")]
     Config(String),
+    /// A resume refused before any write: an engine deletion cascade began on this
+    /// generation of the run (its deletion record names the meta's genesis) and did not
+    /// finish. Only a deletion finishes it (`delete_marks_generation`).
+    #[error("run {run_id} is being deleted: a deletion cascade began on its generation {genesis:?} and did not finish; delete it again to finish")]
+    BeingDeleted { run_id: String, genesis: String },
     /// The process died at `point` (a fault hook's crash, or a store's `Crashed`). Nothing
     /// was done after it.
     #[error("crashed at {point}")]
@@ -327,7 +334,8 @@ where
     }
 
     /// rulvar's `deleteRun`: list the run's blobs, delete each (carrying `lease`), then the
-    /// journal delete (entries, meta, lease row) carrying `lease`.
+    /// journal delete (entries, meta, lease row) carrying `lease`; under
+    /// `delete_marks_generation` the deletion record comes first (see `delete_cascade`).
     pub async fn delete_run(&self, run_id: &str, lease: Option<&Lease>) -> Result<(), EngineError> {
         self.delete_cascade(
             run_id,
@@ -338,6 +346,10 @@ where
         .await
     }
 
+    /// The cascade: list the blobs; under `delete_marks_generation` write the run's deletion
+    /// record (the meta's genesis) before any delete, so a cascade cut from here on leaves a
+    /// run no resume boots; delete each blob; the journal delete. A run with no meta gets no
+    /// record: nothing resumes it from a checkpoint (its boot writes meta first).
     pub(crate) async fn delete_cascade(
         &self,
         run_id: &str,
@@ -346,6 +358,15 @@ where
         after_blobs: FaultPoint,
     ) -> Result<(), EngineError> {
         let refs = self.transcripts.list(run_id).await.map_err(EngineError::store)?;
+        if self.profile.delete_marks_generation {
+            if let Some(meta) = self.journal.get_meta(run_id).await.map_err(EngineError::store)? {
+                let genesis = meta.genesis.unwrap_or_default();
+                self.transcripts
+                    .put(&deletion_record_ref(run_id), genesis.as_bytes(), lease)
+                    .await
+                    .map_err(EngineError::store)?;
+            }
+        }
         if let Some(point) = before_blobs {
             fault_at(&self.env, point, run_id, lease).await?;
         }

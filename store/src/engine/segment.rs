@@ -1,7 +1,8 @@
 //! One segment: boot, execute (replay, dispatch, checkpoints, suspension), drain, settle,
 //! release. This is docs/engine-model.md M3.
 //!
-//! Promises, in order: (1) a resume reads meta and loads the journal before it acquires;
+//! Promises, in order: (1) a resume reads meta and loads the journal before it acquires, and
+//! under `delete_marks_generation` refuses a generation a deletion cascade recorded;
 //! (2) an engine-owned lease is acquired before any write (a refusal means zero writes and
 //! zero paid calls) and renewed every `max(1, ttl/3)` ms concurrently with the body; any
 //! renew failure cancels the body and the segment settles `cancelled`; (3) the boot
@@ -35,7 +36,7 @@ use crate::error::StoreError;
 use crate::fault::FaultPoint;
 use crate::profile::SettleFailurePolicy;
 use crate::spi::{JournalStore, LeasableStore, MetaLookup, TranscriptStore};
-use crate::types::{checkpoint_ref, JournalEntry, Lease, RunMeta, RunStatus, Seq};
+use crate::types::{checkpoint_ref, deletion_record_ref, JournalEntry, Lease, RunMeta, RunStatus, Seq};
 
 /// How the segment starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,6 +170,19 @@ where
                     "run {run_id} was started by workflow {name:?}, not {:?}",
                     wf.name
                 )));
+            }
+        }
+        if self.profile.delete_marks_generation {
+            if let Some(m) = &meta {
+                // A deletion cascade began on this generation and was cut (a crash, a busy
+                // write): its blobs may be partly gone, so a boot would redispatch from no
+                // checkpoint and pay covered turns again. Only a deletion finishes it.
+                let genesis = m.genesis.clone().unwrap_or_default();
+                let record =
+                    self.transcripts.get(&deletion_record_ref(run_id)).await.map_err(EngineError::store)?;
+                if record.as_deref() == Some(genesis.as_bytes()) {
+                    return Err(EngineError::BeingDeleted { run_id: run_id.to_string(), genesis });
+                }
             }
         }
         let prior = self.journal.load(run_id).await.map_err(EngineError::store)?;

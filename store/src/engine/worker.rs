@@ -10,7 +10,9 @@
 //! and cancels the segment on the first renew failure; the lease is released quietly after.
 //! Retention acquires a brief lease and deletes the run with its blobs; the lease is passed
 //! to the deletes only under `EngineThreading::All` (rulvar <= v1.44.1 acquired but did not
-//! pass it). Drives run one at a time (rulvar's default concurrency of 1).
+//! pass it). A drive refused because a deletion cascade marked the run's generation
+//! (`delete_marks_generation`) finishes that deletion under the drive's lease instead. Drives
+//! run one at a time (rulvar's default concurrency of 1).
 //!
 //! Stopping (rulvar's `stop()`, docs/engine-model.md 5.2 step 6): [`Worker::stop`] cancels
 //! the drive in progress, which settles `cancelled` under the worker's still-live lease and
@@ -256,6 +258,27 @@ where
                         self.parked.borrow_mut().remove(&run_id);
                     }
                     report.driven.push((run_id, outcome));
+                }
+                Err(EngineError::BeingDeleted { .. }) => {
+                    // A deletion cascade began on this generation and was cut: the run is
+                    // resumed by nobody, so the holder finishes the deletion it was marked
+                    // for (under this drive's lease), or it would stay unsettled forever.
+                    let passed = match self.engine.profile.engine_threading {
+                        EngineThreading::All => Some(&lease),
+                        EngineThreading::AppendOnly => None,
+                    };
+                    let finished = self
+                        .engine
+                        .delete_cascade(&run_id, passed, None, FaultPoint::WorkerRetentionAfterBlobs)
+                        .await;
+                    match finished {
+                        Err(e @ EngineError::Crashed { .. }) => return Err(e),
+                        Ok(()) => {
+                            self.parked.borrow_mut().remove(&run_id);
+                            report.deleted.push(run_id);
+                        }
+                        Err(e) => report.errors.push((run_id, e)),
+                    }
                 }
                 Err(e) => report.errors.push((run_id, e)),
             }

@@ -196,7 +196,7 @@ pub const DELETED_RUN_STAYS_DELETED: Property = Property {
         name: "deleted_run_stays_deleted",
         expectation: Expectation::Always,
         claim: "After a run's journal delete applies, nothing writes the run again (journal, meta or blob) unless its host submitted or explicitly resumed it since: a deleted run is never resurrected by a worker or a stale holder.",
-        not_checked: "Runs no engine actor started; writes that were refused.",
+        not_checked: "Runs no engine actor started; writes that were refused; a put of the bare ref `<run>` (not one of the run's blobs: no listing returns it, T3).",
         check: deleted_run_stays_deleted,
 };
 
@@ -255,6 +255,11 @@ fn deleted_run_stays_deleted(j: &Judged, out: &mut Vec<Witness>) {
                 deleted.insert(run, c);
             }
             OpKind::Append | OpKind::PutMeta | OpKind::BlobPut => {
+                // A bare ref (no `/`) is not one of the run's blobs (T3: no listing returns
+                // it): a straggling cascade's deletion record brings nothing of the run back.
+                if c.op == OpKind::BlobPut && !c.args.blob_ref.as_deref().is_some_and(|r| r.contains('/')) {
+                    continue;
+                }
                 let Some(&d) = deleted.get(run) else { continue };
                 let (after, at) = (order(d) + 1, order(c));
                 let asked = intents.get(run).is_some_and(|v| v.iter().any(|&a| a >= after && a <= at));
@@ -308,6 +313,25 @@ mod tests {
         let b = h.acquire(2, "host", "r", 2);
         h.meta(2, Some(&b), "r", RunStatus::Running, 1);
         assert!(h.judge("deleted_run_stays_deleted").is_empty());
+    }
+
+    #[test]
+    fn a_deletion_record_put_after_the_delete_is_not_a_resurrection_but_a_blob_is() {
+        use crate::history::{Args, OpKind};
+        let put = |h: &mut HistoryBuilder, r: &str| {
+            let args = Args { blob_ref: Some(r.into()), bytes: Some(b"g1".to_vec()), ..Args::default() };
+            h.push(1, OpKind::BlobPut, "r", None, args, None);
+        };
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
+        h.delete(0, Some(&a), "r");
+        put(&mut h, "r"); // a straggling unleased cascade's record of the dead generation
+        assert!(h.judge("deleted_run_stays_deleted").is_empty());
+        put(&mut h, "r/ckpt/3");
+        let v = h.judge("deleted_run_stays_deleted");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("blob_put"), "{}", v[0].witness);
     }
 
     #[test]
