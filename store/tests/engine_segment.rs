@@ -646,3 +646,107 @@ fn a_refused_receipt_is_swallowed_but_latched_and_leaves_a_seq_gap() {
         assert_eq!(world.paid(), 2, "the draft replays for free");
     });
 }
+
+/// An env whose fault hook crashes the process at `point`.
+fn crashing_at(clock: &ManualClock, point: FaultPoint) -> Rc<dyn Env> {
+    Rc::new(ManualEnv::with_hook(
+        clock.clone(),
+        Rc::new(
+            move |site: &store::FaultSite<'_>| -> Option<store::LocalFuture<'static, Result<(), Crash>>> {
+                (site.point == point).then(|| -> store::LocalFuture<'static, Result<(), Crash>> {
+                    Box::pin(async { Err(Crash) })
+                })
+            },
+        ),
+    ))
+}
+
+/// [`TestEffects`] minting another genesis: a recreated run.
+struct Recreated(TestEffects);
+
+impl store::engine::Effects for Recreated {
+    fn provider_call(
+        &self,
+        call: &store::engine::PaidCall,
+    ) -> store::LocalFuture<'static, serde_json::Value> {
+        self.0.provider_call(call)
+    }
+    fn tool_execute(&self, call: &store::engine::ToolCall) -> store::LocalFuture<'static, serde_json::Value> {
+        self.0.tool_execute(call)
+    }
+    fn mint_genesis(&self, run_id: &str) -> String {
+        format!("gen-{run_id}-recreated")
+    }
+}
+
+/// Stop 50's finding at engine level (docs/engine-model.md 6.1): a segment checkpoints one
+/// turn of its agent and dies; a host's `deleteRun` deletes the checkpoint and dies before its
+/// journal delete. Without `delete_marks_generation` (`pre_tombstone`) a retry boots the
+/// dangling dispatch from no checkpoint and pays turn 0 again; under `current` the cascade
+/// recorded the generation first, so the retry is refused with nothing paid, a second delete
+/// finishes the run, and a recreated run (a new genesis) is not refused by the old record.
+#[test]
+fn a_retry_of_a_run_whose_deletion_cascade_was_cut_is_refused_only_under_current() {
+    let wf = Workflow {
+        name: "tools".into(),
+        ops: vec![Op::Agent { name: "a".into(), tool_turns: 2, max_turns: 4, max_tool_calls: 3 }],
+    };
+    for name in [ProfileName::PreTombstone, ProfileName::Current] {
+        let profile = Profile::of(name);
+        let clock = ManualClock::starting_at(T0);
+        let plain: Rc<dyn Env> = Rc::new(ManualEnv::new(clock.clone()));
+        let store = InMemoryStore::new(plain.clone(), TTL).unwrap();
+        let blobs = InMemoryTranscriptStore::new();
+        block_on(async {
+            let env = crashing_at(&clock, FaultPoint::EngineCheckpointAfterPut);
+            let first = TestEffects::new();
+            let engine = Engine::new(store.clone(), blobs.clone(), first.clone(), env, profile, "a");
+            let err = engine.run("RUN", &wf).await.unwrap_err();
+            assert_eq!(err, EngineError::Crashed { point: "engine.checkpoint.after_put" });
+            assert_eq!(first.paid(), 1);
+            assert_eq!(blobs.list("RUN").await.unwrap(), ["RUN/ckpt/0"]);
+
+            clock.advance(TTL + 1);
+            let env = crashing_at(&clock, FaultPoint::EngineDeleteAfterBlobs);
+            let host = Engine::new(store.clone(), blobs.clone(), TestEffects::new(), env, profile, "host");
+            let err = host.delete_run("RUN", None).await.unwrap_err();
+            assert_eq!(err, EngineError::Crashed { point: "engine.delete.after_blobs" });
+            assert!(blobs.list("RUN").await.unwrap().is_empty(), "the cascade deleted the checkpoint");
+            assert!(store.get_meta("RUN").await.unwrap().is_some(), "the journal delete was never made");
+            let record = blobs.get("RUN").await.unwrap();
+
+            let retry = TestEffects::new();
+            let engine =
+                Engine::new(store.clone(), blobs.clone(), retry.clone(), plain.clone(), profile, "retry");
+            let resumed = engine.resume("RUN", &wf, None).await;
+            if name == ProfileName::Current {
+                assert_eq!(record.as_deref(), Some(&b"gen-RUN"[..]));
+                assert_eq!(
+                    resumed.unwrap_err(),
+                    EngineError::BeingDeleted { run_id: "RUN".into(), genesis: "gen-RUN".into() }
+                );
+                assert_eq!(retry.paid(), 0);
+                assert!(store.acquire("RUN", "probe").await.is_ok(), "the refused retry held no lease");
+                clock.advance(TTL + 1);
+                engine.delete_run("RUN", None).await.unwrap();
+                assert_eq!(store.get_meta("RUN").await.unwrap(), None);
+                let again = Engine::new(
+                    store.clone(),
+                    blobs.clone(),
+                    Recreated(TestEffects::new()),
+                    plain.clone(),
+                    profile,
+                    "host",
+                );
+                assert_eq!(again.run("RUN", &wf).await.unwrap().status, RunStatus::Ok);
+                let out = again.resume("RUN", &wf, None).await.unwrap();
+                assert_eq!(out.status, RunStatus::Ok, "the old record does not refuse the new generation");
+            } else {
+                assert_eq!(record, None, "no record without the switch");
+                resumed.unwrap();
+                let turn0 = retry.0.calls.borrow().iter().filter(|c| c.turn == 0).count();
+                assert_eq!(turn0, 1, "the retry paid turn 0, which the deleted checkpoint covered");
+            }
+        });
+    }
+}

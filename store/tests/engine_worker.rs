@@ -328,3 +328,52 @@ fn f4_is_closed_under_current() {
         "{errors:?}"
     );
 }
+
+/// A run left `running` whose deletion cascade was cut after its blobs (under `current`, the
+/// generation recorded): no resume boots it, so the worker that acquires it finishes the
+/// deletion instead of leaving it unsettled forever.
+#[test]
+fn a_sweep_finishes_the_deletion_a_running_run_was_marked_for() {
+    let clock = ManualClock::starting_at(T0);
+    let env: Rc<dyn Env> = Rc::new(ManualEnv::new(clock.clone()));
+    let store = InMemoryStore::new(env.clone(), TTL).unwrap();
+    let blobs = InMemoryTranscriptStore::new();
+    block_on(async {
+        // A child died after step two's running entry (meta running).
+        let kill = KillStore::new(store.clone(), Matcher::Running, 2, false);
+        let child =
+            Engine::new(kill, blobs.clone(), TestEffects::new(), env.clone(), Profile::current(), "child");
+        assert!(matches!(child.run("RUN", &Workflow::happy()).await, Err(EngineError::Crashed { .. })));
+        // A host's unleased deleteRun, cut before its journal delete: the record is written.
+        let crash: Rc<dyn Env> = Rc::new(ManualEnv::with_hook(
+            clock.clone(),
+            Rc::new(|site: &store::FaultSite<'_>| -> Option<store::LocalFuture<'static, Result<(), store::Crash>>> {
+                (site.point == store::FaultPoint::EngineDeleteAfterBlobs).then(
+                    || -> store::LocalFuture<'static, Result<(), store::Crash>> { Box::pin(async { Err(store::Crash) }) },
+                )
+            }),
+        ));
+        let cut =
+            Engine::new(store.clone(), blobs.clone(), TestEffects::new(), crash, Profile::current(), "host");
+        assert!(matches!(cut.delete_run("RUN", None).await, Err(EngineError::Crashed { .. })));
+        assert_eq!(blobs.get("RUN").await.unwrap().as_deref(), Some(&b"gen-RUN"[..]));
+        assert_eq!(store.get_meta("RUN").await.unwrap().unwrap().status, RunStatus::Running);
+        clock.advance(TTL + 1);
+
+        let world = TestEffects::new();
+        let engine = Rc::new(Engine::new(
+            store.clone(),
+            blobs.clone(),
+            world.clone(),
+            env.clone(),
+            Profile::current(),
+            "w",
+        ));
+        let report = Worker::new(engine, "worker", registry(), None).sweep().await.unwrap();
+        assert_eq!(report.deleted, ["RUN"]);
+        assert!(report.driven.is_empty() && report.errors.is_empty(), "{:?}", report.errors);
+        assert_eq!(world.paid(), 0);
+        assert_eq!(store.get_meta("RUN").await.unwrap(), None);
+        assert!(store.load("RUN").await.unwrap().is_empty());
+    });
+}

@@ -46,7 +46,8 @@ pub struct SweepReport {
     /// Runs listed live whose meta, read again under the lease, had settled terminal since
     /// the listing (under `drive_rechecks`: never resumed).
     pub skipped_settled: Vec<String>,
-    /// Terminal runs deleted by retention.
+    /// Terminal runs deleted by retention, and runs whose drive found their generation
+    /// marked by a cut deletion cascade (`delete_marks_generation`), deleted by this worker.
     pub deleted: Vec<String>,
     /// Runs whose drive or retention failed, with the error (reported, not fatal).
     pub errors: Vec<(String, EngineError)>,
