@@ -13,7 +13,7 @@
 //! delete of the run under the same lease, or made under a lease the worker took for
 //! retention (the `worker.retention.after_acquire` mark) or in a `deleteRun` the identity
 //! began (the `engine.delete.before_blobs` mark), is part of a deletion cascade,
-//! judged by the run's status, not as a prune.
+//! judged by the run's status (unlawful over a live generation's meta), not as a prune.
 
 use std::collections::BTreeMap;
 
@@ -49,7 +49,7 @@ pub const ALL: &[Property] = &[
     Property {
         name: "prune_only_spent_checkpoints",
         expectation: Expectation::Always,
-        claim: "A checkpoint an engine identity deletes outside a deletion cascade belongs to an ok agent terminal in the run's journal (the checkpoint of its running entry) and no other entry mentions it (as a value or an object key, docs/engine-model.md 6.2).",
+        claim: "A checkpoint an engine identity deletes outside a deletion cascade belongs to an ok agent terminal in the run's journal (the checkpoint of its running entry) and no other entry mentions it (as a value or an object key, docs/engine-model.md 6.2); one a deletion cascade cut before its journal delete deletes is not one of a live generation (the run's meta is not `running` or `suspended`).",
         not_checked: "Blobs that are not checkpoints (`<run>/ckpt/<seq>`); deletions by actors that do not say who they are.",
         check: prune_only_spent_checkpoints,
     },
@@ -259,7 +259,10 @@ fn prune_only_spent_checkpoints(j: &Judged, out: &mut Vec<Witness>) {
         // A `deleteRun` cascade a crash cut before its journal delete (after any of its blob
         // deletes): the process began the cascade (`engine.delete.before_blobs`) before this
         // blob delete, under this lease or, like it, under none (a host's unleased delete).
-        // Its blob deletes are the deletion's, lawful only while the meta is terminal.
+        // Its blob deletes are the deletion's, lawful unless a live generation's meta
+        // (`running` or `suspended`) is there: a retry resumed the run since the cascade read
+        // it terminal. With no meta, no generation is live (a boot writes meta before any
+        // checkpoint), so what such a delete meets is a dead generation's leftover.
         let at = c.applied.as_ref().map_or(usize::MAX, |a| a.order);
         let cut_delete = j.history.marks.iter().any(|m| {
             m.point == "engine.delete.before_blobs"
@@ -270,7 +273,7 @@ fn prune_only_spent_checkpoints(j: &Judged, out: &mut Vec<Witness>) {
                 && m.epoch == c.lease.as_ref().map(|l| l.epoch.0)
         });
         if cut_delete {
-            if !status.is_some_and(Status::is_terminal) {
+            if let Some(live) = status.filter(|s| !s.is_terminal()) {
                 out.push(
                     Witness::new(format!(
                         "n{} ({})'s {} at t={} deleted a checkpoint in a deletion cascade while the run's meta was {}",
@@ -278,7 +281,7 @@ fn prune_only_spent_checkpoints(j: &Judged, out: &mut Vec<Witness>) {
                         c.args.actor.as_deref().unwrap_or(""),
                         describe_call(c),
                         t(Judged::applied_ns(c)),
-                        status.map_or("missing", Status::word)
+                        live.word()
                     ))
                     .on(c.op, c.id),
                 );
@@ -726,6 +729,19 @@ mod tests {
         assert!(judged(&h).is_empty());
         // A mark after the blob delete does not make it a deletion's.
         h.marks[0].applied_before = 3;
+        assert_eq!(judged(&h).len(), 1);
+        // Another cascade deleted the run meanwhile (no meta: no live generation); the cut
+        // cascade's late blob delete meets a dead generation's leftover, not a live checkpoint.
+        let mut h = cut("ok");
+        let mut gone = testkit::call(2, OpKind::Delete);
+        gone.run_id = "r".into();
+        let mut late = blob_delete(3, "r/ckpt/0");
+        late.lease = h.calls[2].lease.clone();
+        h.calls = vec![h.calls[0].clone(), h.calls[1].clone(), gone, late];
+        h.applied_count = 4;
+        assert!(judged(&h).is_empty(), "{:?}", judged(&h));
+        // The same late delete over a generation a retry booted since is still caught.
+        h.calls[2] = meta(2, "running");
         assert_eq!(judged(&h).len(), 1);
     }
 }
