@@ -460,3 +460,38 @@ fn a_retry_of_a_run_whose_host_delete_met_a_busy_journal_delete_is_refused_as_be
         Cut::BusyJournalDelete,
     );
 }
+
+/// `prune-only-spent-checkpoints-794874722.json` (stop 51, queue, run 13,805): host n0's
+/// unleased `deleteRun` of the cancelled `tmp-1_` writes its deletion record and stalls; worker
+/// n0's retention takes the run, deletes its checkpoint and its journal; the host's cascade
+/// then deletes the same checkpoint (a no-op) and is cut before its journal delete.
+/// `prune_only_spent_checkpoints` called that late delete unlawful because the run's meta was
+/// missing; a missing meta means no live generation, so it now judges such a delete only over
+/// a `running` or `suspended` meta (the unit test beside the property pins both sides).
+#[test]
+fn a_cut_host_cascade_deleting_after_retention_deleted_the_run_is_not_a_prune() {
+    let out = replay("prune-only-spent-checkpoints-794874722.json");
+    let h = &out.history;
+    let run = "tmp-1_";
+    let applied = |c: &sim::history::Call| c.applied.as_ref().map(|a| a.order);
+    let journal_delete = h
+        .calls
+        .iter()
+        .find(|c| c.op == OpKind::Delete && c.run_id == run && c.lease.is_some() && c.applied.is_some())
+        .expect("retention deleted tmp-1_ under its lease");
+    let gone = applied(journal_delete).unwrap_or_default();
+    let host_record = h.calls.iter().any(|c| {
+        c.op == OpKind::BlobPut
+            && c.lease.is_none()
+            && c.args.blob_ref.as_deref() == Some(run)
+            && applied(c).is_some_and(|o| o < gone)
+    });
+    assert!(host_record, "the host's unleased cascade wrote no record before retention deleted {run}");
+    let late = h.calls.iter().any(|c| {
+        c.op == OpKind::BlobDelete
+            && c.lease.is_none()
+            && c.args.blob_ref.as_deref().is_some_and(|r| r.starts_with("tmp-1_/ckpt/"))
+            && applied(c).is_some_and(|o| o > gone)
+    });
+    assert!(late, "the host's cascade deleted no checkpoint of {run} after retention deleted the run");
+}
