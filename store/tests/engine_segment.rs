@@ -392,13 +392,7 @@ fn prune_deletes_unreferenced_ok_checkpoints_and_delete_run_removes_everything()
 #[test]
 fn a_crash_between_the_settle_append_and_the_meta_write_leaves_meta_behind() {
     let clock = ManualClock::starting_at(T0);
-    let env: Rc<dyn Env> = Rc::new(ManualEnv::with_hook(
-        clock.clone(),
-        Rc::new(|site: &store::FaultSite<'_>| -> Option<store::LocalFuture<'static, Result<(), Crash>>> {
-            (site.point == FaultPoint::EngineSettleAfterRunSettle)
-                .then(|| -> store::LocalFuture<'static, Result<(), Crash>> { Box::pin(async { Err(Crash) }) })
-        }),
-    ));
+    let env = crashing_at(&clock, FaultPoint::EngineSettleAfterRunSettle);
     let store = InMemoryStore::new(env.clone(), TTL).unwrap();
     let blobs = InMemoryTranscriptStore::new();
     block_on(async {
@@ -645,20 +639,6 @@ fn a_refused_receipt_is_swallowed_but_latched_and_leaves_a_seq_gap() {
         assert_eq!(out.value, Some(json!({"draft": "draft:0", "go": "yes", "publish": "publish:0"})));
         assert_eq!(world.paid(), 2, "the draft replays for free");
     });
-}
-
-/// An env whose fault hook crashes the process at `point`.
-fn crashing_at(clock: &ManualClock, point: FaultPoint) -> Rc<dyn Env> {
-    Rc::new(ManualEnv::with_hook(
-        clock.clone(),
-        Rc::new(
-            move |site: &store::FaultSite<'_>| -> Option<store::LocalFuture<'static, Result<(), Crash>>> {
-                (site.point == point).then(|| -> store::LocalFuture<'static, Result<(), Crash>> {
-                    Box::pin(async { Err(Crash) })
-                })
-            },
-        ),
-    ))
 }
 
 /// [`TestEffects`] minting another genesis: a recreated run.

@@ -27,23 +27,48 @@ fn ok_only(meta: &RunMeta) -> bool {
     meta.status == RunStatus::Ok
 }
 
-#[test]
-fn sweep_drives_running_and_suspended_runs_and_skips_held_and_parked_ones() {
+/// A clock at [`T0`], an env on it, an in-memory store and blob store.
+fn memory_world() -> (ManualClock, Rc<dyn Env>, InMemoryStore, InMemoryTranscriptStore) {
     let clock = ManualClock::starting_at(T0);
     let env: Rc<dyn Env> = Rc::new(ManualEnv::new(clock.clone()));
     let store = InMemoryStore::new(env.clone(), TTL).unwrap();
-    let blobs = InMemoryTranscriptStore::new();
+    (clock, env, store, InMemoryTranscriptStore::new())
+}
+
+/// A child process runs `happy` as `run` and dies after step two's running entry: the run is
+/// left `running` with a dangling dispatch and the child's lease unreleased.
+async fn crash_after_step_two_running(
+    store: &InMemoryStore,
+    blobs: &InMemoryTranscriptStore,
+    env: &Rc<dyn Env>,
+    run: &str,
+) {
+    let kill = KillStore::new(store.clone(), Matcher::Running, 2, false);
+    let child =
+        Engine::new(kill, blobs.clone(), TestEffects::new(), env.clone(), Profile::current(), "child");
+    assert!(matches!(child.run(run, &Workflow::happy()).await, Err(EngineError::Crashed { .. })));
+}
+
+/// A `current` engine of owner `w` over the stores, with its counting world.
+fn counting_engine(
+    store: &InMemoryStore,
+    blobs: &InMemoryTranscriptStore,
+    env: &Rc<dyn Env>,
+) -> (TestEffects, Rc<Engine<InMemoryStore, InMemoryTranscriptStore, TestEffects>>) {
+    let world = TestEffects::new();
+    let engine =
+        Engine::new(store.clone(), blobs.clone(), world.clone(), env.clone(), Profile::current(), "w");
+    (world, Rc::new(engine))
+}
+
+#[test]
+fn sweep_drives_running_and_suspended_runs_and_skips_held_and_parked_ones() {
+    let (clock, env, store, blobs) = memory_world();
     block_on(async {
         // CRASHED: a child died after step two's running entry (meta running).
-        let kill = KillStore::new(store.clone(), Matcher::Running, 2, false);
-        let child =
-            Engine::new(kill, blobs.clone(), TestEffects::new(), env.clone(), Profile::current(), "child");
-        assert!(matches!(child.run("CRASHED", &Workflow::happy()).await, Err(EngineError::Crashed { .. })));
+        crash_after_step_two_running(&store, &blobs, &env, "CRASHED").await;
         // HELD: another child died the same way; its lease will be re-taken by someone else.
-        let kill = KillStore::new(store.clone(), Matcher::Running, 2, false);
-        let child =
-            Engine::new(kill, blobs.clone(), TestEffects::new(), env.clone(), Profile::current(), "child");
-        assert!(matches!(child.run("HELD", &Workflow::happy()).await, Err(EngineError::Crashed { .. })));
+        crash_after_step_two_running(&store, &blobs, &env, "HELD").await;
         // PARKED: suspended on "go". DONE: settled ok.
         let host = Engine::new(
             store.clone(),
@@ -58,15 +83,7 @@ fn sweep_drives_running_and_suspended_runs_and_skips_held_and_parked_ones() {
         clock.advance(TTL + 1);
         let other = store.acquire("HELD", "other").await.unwrap();
 
-        let world = TestEffects::new();
-        let engine = Rc::new(Engine::new(
-            store.clone(),
-            blobs.clone(),
-            world.clone(),
-            env.clone(),
-            Profile::current(),
-            "w",
-        ));
+        let (world, engine) = counting_engine(&store, &blobs, &env);
         let worker = Worker::new(engine.clone(), "worker", registry(), None);
         let report = worker.sweep().await.unwrap();
         let driven: Vec<(&str, RunStatus)> =
@@ -334,25 +351,11 @@ fn f4_is_closed_under_current() {
 /// deletion instead of leaving it unsettled forever.
 #[test]
 fn a_sweep_finishes_the_deletion_a_running_run_was_marked_for() {
-    let clock = ManualClock::starting_at(T0);
-    let env: Rc<dyn Env> = Rc::new(ManualEnv::new(clock.clone()));
-    let store = InMemoryStore::new(env.clone(), TTL).unwrap();
-    let blobs = InMemoryTranscriptStore::new();
+    let (clock, env, store, blobs) = memory_world();
     block_on(async {
-        // A child died after step two's running entry (meta running).
-        let kill = KillStore::new(store.clone(), Matcher::Running, 2, false);
-        let child =
-            Engine::new(kill, blobs.clone(), TestEffects::new(), env.clone(), Profile::current(), "child");
-        assert!(matches!(child.run("RUN", &Workflow::happy()).await, Err(EngineError::Crashed { .. })));
+        crash_after_step_two_running(&store, &blobs, &env, "RUN").await;
         // A host's unleased deleteRun, cut before its journal delete: the record is written.
-        let crash: Rc<dyn Env> = Rc::new(ManualEnv::with_hook(
-            clock.clone(),
-            Rc::new(|site: &store::FaultSite<'_>| -> Option<store::LocalFuture<'static, Result<(), store::Crash>>> {
-                (site.point == store::FaultPoint::EngineDeleteAfterBlobs).then(
-                    || -> store::LocalFuture<'static, Result<(), store::Crash>> { Box::pin(async { Err(store::Crash) }) },
-                )
-            }),
-        ));
+        let crash = crashing_at(&clock, store::FaultPoint::EngineDeleteAfterBlobs);
         let cut =
             Engine::new(store.clone(), blobs.clone(), TestEffects::new(), crash, Profile::current(), "host");
         assert!(matches!(cut.delete_run("RUN", None).await, Err(EngineError::Crashed { .. })));
@@ -360,15 +363,7 @@ fn a_sweep_finishes_the_deletion_a_running_run_was_marked_for() {
         assert_eq!(store.get_meta("RUN").await.unwrap().unwrap().status, RunStatus::Running);
         clock.advance(TTL + 1);
 
-        let world = TestEffects::new();
-        let engine = Rc::new(Engine::new(
-            store.clone(),
-            blobs.clone(),
-            world.clone(),
-            env.clone(),
-            Profile::current(),
-            "w",
-        ));
+        let (world, engine) = counting_engine(&store, &blobs, &env);
         let report = Worker::new(engine, "worker", registry(), None).sweep().await.unwrap();
         assert_eq!(report.deleted, ["RUN"]);
         assert!(report.driven.is_empty() && report.errors.is_empty(), "{:?}", report.errors);

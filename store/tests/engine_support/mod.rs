@@ -9,12 +9,26 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use store::engine::{Effects, PaidCall, ToolCall};
 use store::{
-    JournalEntry, JournalStore, LeasableStore, Lease, LocalFuture, MetaLookup, Result, RunFilter, RunMeta,
-    RunStatus, StoreError,
+    Crash, Env, FaultPoint, FaultSite, JournalEntry, JournalStore, LeasableStore, Lease, LocalFuture,
+    ManualClock, ManualEnv, MetaLookup, Result, RunFilter, RunMeta, RunStatus, StoreError,
 };
 
 pub const T0: i64 = 1_700_000_000_000;
 pub const TTL: i64 = 1_000;
+
+/// An env on `clock` whose fault hook crashes the process at `point`.
+pub fn crashing_at(clock: &ManualClock, point: FaultPoint) -> Rc<dyn Env> {
+    Rc::new(ManualEnv::with_hook(
+        clock.clone(),
+        Rc::new(
+            move |site: &FaultSite<'_>| -> Option<LocalFuture<'static, std::result::Result<(), Crash>>> {
+                (site.point == point).then(|| -> LocalFuture<'static, std::result::Result<(), Crash>> {
+                    Box::pin(async { Err(Crash) })
+                })
+            },
+        ),
+    ))
+}
 
 /// A hook run inside a world call (an interleaving: another process acts meanwhile).
 pub type CallHook = Box<dyn FnMut(u32) -> Option<LocalFuture<'static, ()>>>;
