@@ -495,3 +495,33 @@ fn a_cut_host_cascade_deleting_after_retention_deleted_the_run_is_not_a_prune() 
     });
     assert!(late, "the host's cascade deleted no checkpoint of {run} after retention deleted the run");
 }
+
+/// `no-stranded-run-867938276.json` (stop 51, queue-solo, search seed 4, run 889): worker n0's
+/// segment of `run-1_` (two approvals, one still open) meets a busy receipt append, settles
+/// `error` and writes meta `error`; an operator's offline answer to the open approval then
+/// appended a resolution after the settle, live work under a terminal meta that no worker
+/// resumes: the reconciler called the run stranded. Under `resolve_rechecks` the answer re-reads
+/// the meta under its brief lease and is refused; nothing is appended after the settle.
+#[test]
+fn an_offline_answer_to_a_run_that_settled_error_is_refused() {
+    let out = replay("no-stranded-run-867938276.json");
+    let h = &out.history;
+    let run = "run-1_";
+    let ended = h
+        .calls
+        .iter()
+        .filter(|c| c.op == OpKind::PutMeta && c.run_id == run && c.applied.is_some())
+        .find(|c| c.args.payload.as_deref().is_some_and(|p| p.contains("\"status\":\"error\"")))
+        .and_then(|c| c.applied.as_ref().map(|a| (a.order, c.returned_ns.unwrap_or_default())))
+        .expect("run-1_ settled error");
+    let refused = h.facts.iter().any(|f| {
+        f.at_ns >= ended.1
+            && matches!(&f.kind, sim::history::FactKind::Failed { run_id, what, error }
+                if run_id == run && what == "resolve" && error.contains("has ended (error)"))
+    });
+    assert!(refused, "no offline answer to {run} was refused after it settled error");
+    let appended_after = h.calls.iter().any(|c| {
+        c.op == OpKind::Append && c.run_id == run && c.applied.as_ref().is_some_and(|a| a.order > ended.0)
+    });
+    assert!(!appended_after, "something was appended to {run} after its error settle");
+}

@@ -3,7 +3,8 @@
 //!
 //! Each profile restores the switches of rulvar's release it is named after (the table of
 //! docs/store-contract.md 9), plus fencesim's own `retention_rechecks`, `drive_rechecks`,
-//! `settle_heals_unsettled_tail` and `delete_marks_generation`, on only in `current`
+//! `settle_heals_unsettled_tail`, `delete_marks_generation` and `resolve_rechecks`, on only
+//! in `current`
 //! (docs/engine-model.md P). The flawed and the fixed path sit side by side in the store code
 //! behind these switches, so a reader sees both. The harness must
 //! catch every flawed profile with its generic oracle and find nothing under `current`.
@@ -189,6 +190,12 @@ pub struct Profile {
     /// boots without the checkpoints its journal depends on and pays checkpointed turns
     /// again: docs/engine-model.md 6.1).
     pub delete_marks_generation: bool,
+    /// The offline resolution re-reads the run's meta under its brief lease and answers only
+    /// a run that has not ended (this model's `current`; rulvar's resolution loads the journal
+    /// and appends, so an answer to a run that settled terminal with a suspension still open
+    /// lands after its settle, where no worker resumes it and the reconciler calls the run
+    /// stranded: docs/engine-model.md 5.5).
+    pub resolve_rechecks: bool,
 }
 
 /// rulvar's BOOT_BUSY_TIMEOUT_MS.
@@ -196,8 +203,8 @@ pub const BOOT_BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
 
 impl Profile {
     /// The switches of a named profile, as docs/store-contract.md 9 sets them, plus
-    /// `retention_rechecks`, `drive_rechecks`, `settle_heals_unsettled_tail` and
-    /// `delete_marks_generation` (fencesim's;
+    /// `retention_rechecks`, `drive_rechecks`, `settle_heals_unsettled_tail`,
+    /// `delete_marks_generation` and `resolve_rechecks` (fencesim's;
     /// docs/engine-model.md P).
     pub const fn of(name: ProfileName) -> Profile {
         let bounded = BootRetry::Bounded { deadline: BOOT_BUSY_TIMEOUT };
@@ -219,6 +226,7 @@ impl Profile {
                 drive_rechecks: false,
                 settle_heals_unsettled_tail: false,
                 delete_marks_generation: false,
+                resolve_rechecks: false,
             },
             ProfileName::V1_44_1 => Profile {
                 fence_txn: FenceTxn::Atomic,
@@ -248,6 +256,7 @@ impl Profile {
                 drive_rechecks: true,
                 settle_heals_unsettled_tail: true,
                 delete_marks_generation: true,
+                resolve_rechecks: true,
                 ..Profile::of(ProfileName::PreTombstone)
             }
             .named(name),

@@ -730,3 +730,51 @@ fn a_retry_of_a_run_whose_deletion_cascade_was_cut_is_refused_only_under_current
         });
     }
 }
+
+/// Stop 51's finding (docs/explore-findings/, `no-stranded-run-867938276.json`): a run that
+/// ended with a suspension still open. Under `current` (`resolve_rechecks`) the offline
+/// answer is refused before any write; without it (`pre_tombstone`) it lands after the
+/// settle, under a terminal meta, and the reconciler calls the run stranded.
+#[test]
+fn an_offline_answer_to_a_run_that_ended_is_refused_only_under_current() {
+    for name in [ProfileName::PreTombstone, ProfileName::Current] {
+        let (_clock, env, store, blobs) = memory();
+        block_on(async {
+            let profile = Profile::of(name);
+            let engine = Engine::new(store.clone(), blobs, TestEffects::new(), env, profile, "me");
+            let wf = Workflow::approval("go");
+            assert_eq!(engine.run("RUN", &wf).await.unwrap().status, RunStatus::Suspended);
+            // The run ends `error` with its suspension open (a segment's settle, here written
+            // by a holder directly): its journal's last settle and its meta agree.
+            let lease = store.acquire("RUN", "other").await.unwrap();
+            let next = store.load("RUN").await.unwrap().len() as u64;
+            let settle = store::JournalEntry::new(
+                next,
+                "decision",
+                "ok",
+                json!({"decisionType": "run_settle", "runStatus": "error"}),
+            );
+            store.append("RUN", &settle, Some(&lease)).await.unwrap();
+            let mut meta = store.get_meta("RUN").await.unwrap().unwrap();
+            meta.status = RunStatus::Error;
+            store.put_meta(&meta, Some(&lease)).await.unwrap();
+            store.release(&lease).await.unwrap();
+            assert_eq!(audit_run(&store, "RUN").await.unwrap().verdict, Verdict::Consistent);
+            let before = store.load("RUN").await.unwrap();
+
+            let answered = engine.resolve_offline("RUN", "go", json!("yes")).await;
+            let audit = audit_run(&store, "RUN").await.unwrap();
+            if name == ProfileName::Current {
+                let err = answered.unwrap_err();
+                assert!(matches!(&err, EngineError::Config(m) if m.contains("has ended (error)")), "{err:?}");
+                assert_eq!(store.load("RUN").await.unwrap(), before, "nothing appended");
+                assert_eq!(audit.verdict, Verdict::Consistent);
+                assert!(store.acquire("RUN", "probe").await.is_ok(), "the brief lease was released");
+            } else {
+                answered.unwrap();
+                assert_eq!(store.load("RUN").await.unwrap().len(), before.len() + 1);
+                assert_eq!(audit.verdict, Verdict::Stranded);
+            }
+        });
+    }
+}

@@ -415,8 +415,9 @@ where
 
     /// The server's offline resolution: a brief lease of this engine's owner, load, append a
     /// `resolution` ref-entry (ref = the open suspension's seq) for `key`, release. Meta is
-    /// not touched. `Config` when `key` has no open suspension; `Store(LeaseHeld)` when the
-    /// run is held.
+    /// not touched. `Config` when `key` has no open suspension, or (under `resolve_rechecks`)
+    /// when the meta read under the lease is terminal; `Store(LeaseHeld)` when the run is
+    /// held.
     pub async fn resolve_offline(&self, run_id: &str, key: &str, value: Value) -> Result<(), EngineError> {
         let lease = self.journal.acquire(run_id, &self.owner).await.map_err(EngineError::store)?;
         let result = self.resolve_with(run_id, key, value, &lease).await;
@@ -435,6 +436,18 @@ where
         lease: &Lease,
     ) -> Result<(), EngineError> {
         fault_at(&self.env, FaultPoint::EngineResolveAfterAcquire, run_id, Some(lease)).await?;
+        if self.profile.resolve_rechecks {
+            // A run that ended is resumed by no worker: an answer appended after its settle
+            // would sit there as live work under a terminal meta (the reconciler's stranded).
+            if let Some(m) = self.journal.get_meta(run_id).await.map_err(EngineError::store)? {
+                if m.status.is_terminal() {
+                    return Err(EngineError::Config(format!(
+                        "run {run_id} has ended ({}); an answer to it is refused",
+                        m.status
+                    )));
+                }
+            }
+        }
         let entries = self.journal.load(run_id).await.map_err(EngineError::store)?;
         let jkey = await_key(key);
         let target = entries
