@@ -629,11 +629,18 @@ fn a_refused_receipt_is_swallowed_but_latched_and_leaves_a_seq_gap() {
         );
         assert!(!contiguous(&entries));
         assert_eq!(settles(&entries), [("error".to_string(), 1)]);
-        // The suspension is open: a resolution takes max seq + 1 and lands.
+        // The suspension is open but the run has ended: an answer is refused (`resolve_rechecks`)
+        // until a host's retry parks the run again (a settle at seq 5); then a resolution takes
+        // max seq + 1, past the gap (6, not the journal's length 5), and lands.
+        let err = engine.resolve_offline("RUN", "go", json!("yes")).await.unwrap_err();
+        assert!(matches!(&err, EngineError::Config(m) if m.contains("has ended (error)")), "{err:?}");
+        let out = engine.resume("RUN", &wf, None).await.unwrap();
+        assert_eq!(out.status, RunStatus::Suspended);
         engine.resolve_offline("RUN", "go", json!("yes")).await.unwrap();
         let entries = store.load("RUN").await.unwrap();
         let res = entries.last().unwrap();
-        assert_eq!((res.seq.0, res.kind.as_str(), res.ref_seq), (5, "resolution", Some(store::Seq(3))));
+        assert_eq!(entries.len(), 6, "five entries before it, seq 1 missing");
+        assert_eq!((res.seq.0, res.kind.as_str(), res.ref_seq), (6, "resolution", Some(store::Seq(3))));
         let out = engine.resume("RUN", &wf, None).await.unwrap();
         assert_eq!(out.status, RunStatus::Ok);
         assert_eq!(out.value, Some(json!({"draft": "draft:0", "go": "yes", "publish": "publish:0"})));
