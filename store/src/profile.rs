@@ -4,10 +4,9 @@
 //! Each profile restores the switches of rulvar's release it is named after (the table of
 //! docs/store-contract.md 9), plus fencesim's own `retention_rechecks`, `drive_rechecks`,
 //! `settle_heals_unsettled_tail`, `delete_marks_generation` and `resolve_rechecks`, on only
-//! in `current`
-//! (docs/engine-model.md P). The flawed and the fixed path sit side by side in the store code
-//! behind these switches, so a reader sees both. The harness must
-//! catch every flawed profile with its generic oracle and find nothing under `current`.
+//! in `current` (docs/engine-model.md P). The flawed and the fixed path sit side by side in
+//! the store code behind these switches, so a reader sees both. The harness must catch every
+//! flawed profile with its generic oracle and find nothing under `current`.
 
 use std::fmt;
 use std::str::FromStr;

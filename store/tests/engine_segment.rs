@@ -17,13 +17,6 @@ use store::{
     StoreError, TranscriptStore,
 };
 
-fn memory() -> (ManualClock, Rc<dyn Env>, InMemoryStore, InMemoryTranscriptStore) {
-    let clock = ManualClock::starting_at(T0);
-    let env: Rc<dyn Env> = Rc::new(ManualEnv::new(clock.clone()));
-    let store = InMemoryStore::new(env.clone(), TTL).unwrap();
-    (clock, env, store, InMemoryTranscriptStore::new())
-}
-
 async fn sqlite(path: &std::path::Path, env: &Rc<dyn Env>, profile: Profile) -> SqliteStore {
     SqliteStore::open(SqliteOptions::new(path).ttl_ms(TTL).profile(profile), env.clone()).await.unwrap()
 }
@@ -680,10 +673,7 @@ fn a_retry_of_a_run_whose_deletion_cascade_was_cut_is_refused_only_under_current
     };
     for name in [ProfileName::PreTombstone, ProfileName::Current] {
         let profile = Profile::of(name);
-        let clock = ManualClock::starting_at(T0);
-        let plain: Rc<dyn Env> = Rc::new(ManualEnv::new(clock.clone()));
-        let store = InMemoryStore::new(plain.clone(), TTL).unwrap();
-        let blobs = InMemoryTranscriptStore::new();
+        let (clock, plain, store, blobs) = memory();
         block_on(async {
             let env = crashing_at(&clock, FaultPoint::EngineCheckpointAfterPut);
             let first = TestEffects::new();

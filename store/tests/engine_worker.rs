@@ -27,14 +27,6 @@ fn ok_only(meta: &RunMeta) -> bool {
     meta.status == RunStatus::Ok
 }
 
-/// A clock at [`T0`], an env on it, an in-memory store and blob store.
-fn memory_world() -> (ManualClock, Rc<dyn Env>, InMemoryStore, InMemoryTranscriptStore) {
-    let clock = ManualClock::starting_at(T0);
-    let env: Rc<dyn Env> = Rc::new(ManualEnv::new(clock.clone()));
-    let store = InMemoryStore::new(env.clone(), TTL).unwrap();
-    (clock, env, store, InMemoryTranscriptStore::new())
-}
-
 /// A child process runs `happy` as `run` and dies after step two's running entry: the run is
 /// left `running` with a dangling dispatch and the child's lease unreleased.
 async fn crash_after_step_two_running(
@@ -63,7 +55,7 @@ fn counting_engine(
 
 #[test]
 fn sweep_drives_running_and_suspended_runs_and_skips_held_and_parked_ones() {
-    let (clock, env, store, blobs) = memory_world();
+    let (clock, env, store, blobs) = memory();
     block_on(async {
         // CRASHED: a child died after step two's running entry (meta running).
         crash_after_step_two_running(&store, &blobs, &env, "CRASHED").await;
@@ -351,7 +343,7 @@ fn f4_is_closed_under_current() {
 /// deletion instead of leaving it unsettled forever.
 #[test]
 fn a_sweep_finishes_the_deletion_a_running_run_was_marked_for() {
-    let (clock, env, store, blobs) = memory_world();
+    let (clock, env, store, blobs) = memory();
     block_on(async {
         crash_after_step_two_running(&store, &blobs, &env, "RUN").await;
         // A host's unleased deleteRun, cut before its journal delete: the record is written.

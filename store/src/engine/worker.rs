@@ -27,7 +27,6 @@ use std::time::Duration;
 use super::{fault_at, release_quietly, Effects, Engine, EngineError, Outcome, Workflow};
 use crate::error::StoreError;
 use crate::fault::FaultPoint;
-use crate::profile::EngineThreading;
 use crate::spi::{JournalStore, LeasableStore, MetaLookup, TranscriptStore};
 use crate::types::{Lease, RunFilter, RunMeta, RunStatus};
 
@@ -264,10 +263,7 @@ where
                     // A deletion cascade began on this generation and was cut: the run is
                     // resumed by nobody, so the holder finishes the deletion it was marked
                     // for (under this drive's lease), or it would stay unsettled forever.
-                    let passed = match self.engine.profile.engine_threading {
-                        EngineThreading::All => Some(&lease),
-                        EngineThreading::AppendOnly => None,
-                    };
+                    let passed = self.engine.threaded(Some(&lease));
                     let finished = self
                         .engine
                         .delete_cascade(&run_id, passed, None, FaultPoint::WorkerRetentionAfterBlobs)
@@ -344,10 +340,7 @@ where
                 }
             }
         }
-        let passed = match engine.profile.engine_threading {
-            EngineThreading::All => Some(&lease),
-            EngineThreading::AppendOnly => None,
-        };
+        let passed = engine.threaded(Some(&lease));
         let result = engine.delete_cascade(run_id, passed, None, FaultPoint::WorkerRetentionAfterBlobs).await;
         if matches!(result, Err(EngineError::Crashed { .. })) {
             return result.map(|()| true);

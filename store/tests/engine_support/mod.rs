@@ -9,12 +9,21 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use store::engine::{Effects, PaidCall, ToolCall};
 use store::{
-    Crash, Env, FaultPoint, FaultSite, JournalEntry, JournalStore, LeasableStore, Lease, LocalFuture,
-    ManualClock, ManualEnv, MetaLookup, Result, RunFilter, RunMeta, RunStatus, StoreError,
+    Crash, Env, FaultPoint, FaultSite, InMemoryStore, InMemoryTranscriptStore, JournalEntry, JournalStore,
+    LeasableStore, Lease, LocalFuture, ManualClock, ManualEnv, MetaLookup, Result, RunFilter, RunMeta,
+    RunStatus, StoreError,
 };
 
 pub const T0: i64 = 1_700_000_000_000;
 pub const TTL: i64 = 1_000;
+
+/// A clock at [`T0`], a plain env on it, an in-memory store and an in-memory blob store.
+pub fn memory() -> (ManualClock, Rc<dyn Env>, InMemoryStore, InMemoryTranscriptStore) {
+    let clock = ManualClock::starting_at(T0);
+    let env: Rc<dyn Env> = Rc::new(ManualEnv::new(clock.clone()));
+    let store = InMemoryStore::new(env.clone(), TTL).expect("a positive ttl");
+    (clock, env, store, InMemoryTranscriptStore::new())
+}
 
 /// An env on `clock` whose fault hook crashes the process at `point`.
 pub fn crashing_at(clock: &ManualClock, point: FaultPoint) -> Rc<dyn Env> {
