@@ -53,6 +53,7 @@ pub const ALL: &[Property] = &[
     payments::COMPLETED_DISPATCH_NEVER_REPAID,
     payments::AGENTS_STAY_WITHIN_THEIR_LIMITS,
     payments::PROVIDER_SEES_ITS_CONVERSATION,
+    payments::A_DISPATCH_PAYS_ITS_TURNS_IN_ORDER,
     settles::ONE_OK_SETTLE_PER_COMPLETED_RUN,
     deletion::NO_LIVE_RUN_DELETED,
     progress::NON_REPLAYABLE_TERMINAL_RERUNS,
@@ -165,9 +166,14 @@ impl Lifecycle {
 
     /// Whether the fact's owner held the run's latest grant when the fact happened.
     fn current_owner(&self, run: &str, f: &Fact) -> Option<u64> {
+        self.current_grant(run, f).map(|g| g.epoch)
+    }
+
+    /// The run's latest grant before fact `f`, when `f`'s process and owner hold it.
+    fn current_grant(&self, run: &str, f: &Fact) -> Option<&GrantRec> {
         let grants = self.grants.get(run)?;
         let last = grants.iter().rfind(|g| g.order < f.applied_before)?;
-        (last.owner == f.owner && last.node == f.node).then_some(last.epoch)
+        (last.owner == f.owner && last.node == f.node).then_some(last)
     }
 }
 

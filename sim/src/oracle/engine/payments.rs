@@ -165,6 +165,43 @@ pub const PROVIDER_SEES_ITS_CONVERSATION: Property = Property {
         check: provider_sees_its_conversation,
 };
 
+pub const A_DISPATCH_PAYS_ITS_TURNS_IN_ORDER: Property = Property {
+        name: "a_dispatch_pays_its_turns_in_order",
+        expectation: Expectation::Always,
+        claim: "A dispatch's turn t > 0 is paid only after its own turn t - 1 was paid: a fresh dispatch and a rerun of an error, limit or cancelled terminal start at turn 0 (no checkpoint boot, docs/engine-model.md 8.3), and a resume restores only the checkpoint its own dispatch saved (4.4), which covers turns that dispatch paid.",
+        not_checked: "Donor checkpoints (rulvar's park/unpark and graft channels, which the engine model does not have); how many times a turn is paid (completed_dispatch_never_repaid).",
+        check: a_dispatch_pays_its_turns_in_order,
+};
+
+fn a_dispatch_pays_its_turns_in_order(j: &Judged, out: &mut Vec<Witness>) {
+    let (life, _) = dispatches(j);
+    // Per (run, generation, dispatch): the turns paid so far, by anyone.
+    let mut paid: BTreeMap<(&str, usize, u64), std::collections::BTreeSet<u32>> = BTreeMap::new();
+    for f in &j.history.facts {
+        let FactKind::Paid { run_id, dispatch, turn, .. } = &f.kind else { continue };
+        let gen = life.generation(run_id, f.applied_before);
+        let turns = paid.entry((run_id.as_str(), gen, *dispatch)).or_default();
+        // Judged: a payment by the run's current holder whose grant is of this generation (a
+        // superseded holder, or one whose run was deleted under it, pays in the lease's
+        // at-least-once window, judged elsewhere).
+        let judged = life.current_grant(run_id, f).is_some_and(|g| life.generation(run_id, g.order) == gen);
+        if judged && *turn > 0 && !turns.contains(&(turn - 1)) {
+            out.push(Witness {
+                witness: format!(
+                    "n{} paid turn {turn} of run {run_id} dispatch {dispatch} at t={} though turn {} of that dispatch was never paid (its turns so far: {:?})",
+                    f.node,
+                    t(f.at_ns),
+                    turn - 1,
+                    turns
+                ),
+                op: None,
+                call: None,
+            });
+        }
+        turns.insert(*turn);
+    }
+}
+
 pub const EACH_RECEIPT_FOLLOWS_ITS_PAID_CALL: Property = Property {
         name: "each_receipt_follows_its_paid_call",
         expectation: Expectation::Always,
@@ -375,6 +412,46 @@ mod tests {
         h.append(0, &a, "r", op_entry(1, "decision", "pc:9:9", "ok", None));
         let v = h.judge("each_receipt_follows_its_paid_call");
         assert!(v.len() == 1 && v[0].witness.contains("malformed"), "{v:?}");
+    }
+
+    #[test]
+    fn a_turn_paid_before_its_dispatch_paid_the_one_before_is_caught() {
+        // a pays turns 0 and 1 of dispatch 1 and checkpoints 2 turns; b takes over, restores
+        // them and pays turn 2; an error terminal, then a rerun (dispatch 4) from turn 0.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", running(1));
+        h.pay(0, "a", "r", 1, 0);
+        h.pay(0, "a", "r", 1, 1);
+        h.ckpt(0, &a, "r", 1, 2);
+        let b = h.acquire(1, "b", "r", 2);
+        h.pay(1, "b", "r", 1, 2);
+        h.append(1, &b, "r", terminal(3, 1, "error"));
+        h.append(1, &b, "r", running(4));
+        h.pay(1, "b", "r", 4, 0);
+        h.pay(1, "b", "r", 4, 1);
+        assert!(h.judge("a_dispatch_pays_its_turns_in_order").is_empty());
+        // The rerun boots the earlier attempt's checkpoint: it pays turn 2 of dispatch 5 first.
+        h.append(1, &b, "r", terminal(5, 4, "cancelled"));
+        h.append(1, &b, "r", running(6));
+        h.pay(1, "b", "r", 6, 2);
+        let v = h.judge("a_dispatch_pays_its_turns_in_order");
+        assert!(v.len() == 1 && v[0].witness.contains("turn 2 of run r dispatch 6"), "{v:?}");
+        // A superseded holder's payment is not judged here; nor one whose run was deleted
+        // under it (its turns before the delete are of the earlier generation).
+        let mut h = HistoryBuilder::engine_run();
+        h.acquire(0, "a", "r", 1);
+        h.acquire(1, "b", "r", 2);
+        h.pay(0, "a", "r", 3, 1);
+        h.pay(1, "b", "r", 7, 0);
+        h.delete(2, None, "r");
+        h.pay(1, "b", "r", 7, 1);
+        assert!(h.judge("a_dispatch_pays_its_turns_in_order").is_empty());
+        // The current holder is judged across a recreation: turn 0 of the old generation does
+        // not admit turn 1 of the new one.
+        let _c = h.acquire(2, "c", "r", 3);
+        h.pay(2, "c", "r", 1, 1);
+        assert_eq!(h.judge("a_dispatch_pays_its_turns_in_order").len(), 1);
     }
 
     #[test]
