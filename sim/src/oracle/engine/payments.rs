@@ -261,6 +261,81 @@ fn each_receipt_follows_its_paid_call(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const EACH_PAID_CALL_GETS_ITS_RECEIPT: Property = Property {
+        name: "each_paid_call_gets_its_receipt",
+        expectation: Expectation::Always,
+        claim: "A current holder that paid turn t of a dispatch and then went on with that dispatch under the same grant (paid a later turn of it, or appended its terminal, other than cancelled) had first tried to journal that call's billing receipt pc:<dispatch>:<t> (docs/engine-model.md 3, step 4: per wire call, the paid call, then its receipt append; a refusal is swallowed, so the attempt is what is owed). A turn paid again by a redispatch owes a receipt of its own.",
+        not_checked: "Whether the receipt applied (a refused one is latched: no_clean_settle_over_a_lost_append); a dispatch cut right after the call (a crash, a cancel); payments by superseded holders.",
+        check: each_paid_call_gets_its_receipt,
+};
+
+fn each_paid_call_gets_its_receipt(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    if runs.is_empty() {
+        return;
+    }
+    let (life, _) = dispatches(j);
+    // Per (run, node, incarnation): its leased appends with their entries, by invocation.
+    let mut appends: BTreeMap<(&str, u32, u32), Vec<(&Call, super::EntryView)>> = BTreeMap::new();
+    for c in &j.history.calls {
+        if c.op != OpKind::Append || !runs.contains(c.run_id.as_str()) || c.lease.is_none() {
+            continue;
+        }
+        if let Some(e) = entry_of(c) {
+            appends.entry((c.run_id.as_str(), c.node, c.incarnation)).or_default().push((c, e));
+        }
+    }
+    // A payment by the run's current holder: the grant's epoch.
+    let held = |f: &Fact, run_id: &str| {
+        life.current_grant(run_id, f).filter(|g| g.incarnation == f.incarnation).map(|g| g.epoch)
+    };
+    // Per (run, node, incarnation, dispatch): its payments by the current holder, in fact
+    // order, with the grant's epoch.
+    let mut paid: BTreeMap<(&str, u32, u32, u64), Vec<(&Fact, u32, u64)>> = BTreeMap::new();
+    for f in &j.history.facts {
+        let FactKind::Paid { run_id, dispatch, turn, .. } = &f.kind else { continue };
+        if let Some(epoch) = held(f, run_id) {
+            paid.entry((run_id.as_str(), f.node, f.incarnation, *dispatch))
+                .or_default()
+                .push((f, *turn, epoch));
+        }
+    }
+    for (&(run_id, node, incarnation, dispatch), list) in &paid {
+        let mine = appends.get(&(run_id, node, incarnation)).map(Vec::as_slice).unwrap_or(&[]);
+        let under = |c: &Call, epoch: u64| c.lease.as_ref().is_some_and(|l| l.epoch.0 == epoch);
+        for (k, &(f, turn, epoch)) in list.iter().enumerate() {
+            let from = f.invoked_before;
+            // Where the dispatch went on: its next payment under this grant, or its first
+            // terminal other than `cancelled` appended under it.
+            let next_paid =
+                list[k + 1..].iter().find(|&&(_, _, e)| e == epoch).map(|(h, _, _)| h.invoked_before);
+            let terminal = mine
+                .iter()
+                .find(|(c, e)| {
+                    c.id >= from
+                        && under(c, epoch)
+                        && e.ref_seq == Some(dispatch)
+                        && !matches!(e.status.as_str(), "running" | "cancelled")
+                })
+                .map(|(c, _)| c.id);
+            let Some(end) = [next_paid, terminal].into_iter().flatten().min() else { continue };
+            let receipted = mine.iter().any(|(c, e)| {
+                c.id >= from && c.id < end && under(c, epoch) && receipt_of(e) == Some(Some((dispatch, turn)))
+            });
+            if !receipted {
+                out.push(Witness {
+                    witness: format!(
+                        "n{node} paid turn {turn} of run {run_id} dispatch {dispatch} at t={} under epoch {epoch} and went on with the dispatch without trying to journal its receipt pc:{dispatch}:{turn}",
+                        t(f.at_ns)
+                    ),
+                    op: None,
+                    call: None,
+                });
+            }
+        }
+    }
+}
+
 /// Each paid turn and tool run of a submitted run, with the spec of the op it names in that
 /// run's workflow, in fact order (ops of a workflow or op the world does not know are left out).
 fn paid_and_tool_facts<'h, 'w>(
@@ -452,6 +527,45 @@ mod tests {
         let _c = h.acquire(2, "c", "r", 3);
         h.pay(2, "c", "r", 1, 1);
         assert_eq!(h.judge("a_dispatch_pays_its_turns_in_order").len(), 1);
+    }
+
+    #[test]
+    fn a_paid_call_the_dispatch_went_past_without_its_receipt_is_caught() {
+        let receipt = |seq: u64, key: &str| {
+            serde_json::json!({"seq": seq, "kind": "decision", "status": "ok", "key": key,
+                "value": {"decisionType": "provider-call", "agentRef": 0}})
+        };
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", running(0));
+        h.pay(0, "a", "r", 0, 0);
+        h.append(0, &a, "r", receipt(1, "pc:0:0"));
+        h.pay(0, "a", "r", 0, 1);
+        // A crash here: a's turn 1 has no receipt, and nothing of a went on. b redispatches
+        // and pays turn 1 again with a receipt of its own, then turn 2 with its receipt, then
+        // turn 3, cut by a cancel: a cancelled terminal without turn 3's receipt.
+        let b = h.acquire(1, "b", "r", 2);
+        h.pay(1, "b", "r", 0, 1);
+        h.append(1, &b, "r", receipt(2, "pc:0:1"));
+        h.pay(1, "b", "r", 0, 2);
+        h.append(1, &b, "r", receipt(3, "pc:0:2"));
+        h.pay(1, "b", "r", 0, 3);
+        h.append(1, &b, "r", terminal(4, 0, "cancelled"));
+        assert!(h.judge("each_paid_call_gets_its_receipt").is_empty());
+        // A redispatch that skips the receipt of the turn it pays again (its key is in the
+        // journal already), then goes on to the next turn, and a last turn whose ok terminal
+        // follows with no receipt.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", running(0));
+        h.pay(0, "a", "r", 0, 0);
+        h.append(0, &a, "r", receipt(1, "pc:0:0"));
+        let b = h.acquire(1, "b", "r", 2);
+        h.pay(1, "b", "r", 0, 0);
+        h.pay(1, "b", "r", 0, 1);
+        h.append(1, &b, "r", terminal(2, 0, "ok"));
+        let v = h.judge("each_paid_call_gets_its_receipt");
+        assert!(v.len() == 2 && v[0].witness.contains("pc:0:0") && v[1].witness.contains("pc:0:1"), "{v:?}");
     }
 
     #[test]
