@@ -269,6 +269,11 @@ pub const EACH_PAID_CALL_GETS_ITS_RECEIPT: Property = Property {
         check: each_paid_call_gets_its_receipt,
 };
 
+/// A run and a process acting on it: (run, node, incarnation).
+type Process<'a> = (&'a str, u32, u32);
+/// A run, a process and a dispatch: (run, node, incarnation, dispatch).
+type ProcessDispatch<'a> = (&'a str, u32, u32, u64);
+
 fn each_paid_call_gets_its_receipt(j: &Judged, out: &mut Vec<Witness>) {
     let runs = engine_runs(j);
     if runs.is_empty() {
@@ -276,7 +281,7 @@ fn each_paid_call_gets_its_receipt(j: &Judged, out: &mut Vec<Witness>) {
     }
     let (life, _) = dispatches(j);
     // Per (run, node, incarnation): its leased appends with their entries, by invocation.
-    let mut appends: BTreeMap<(&str, u32, u32), Vec<(&Call, super::EntryView)>> = BTreeMap::new();
+    let mut appends: BTreeMap<Process, Vec<(&Call, super::EntryView)>> = BTreeMap::new();
     for c in &j.history.calls {
         if c.op != OpKind::Append || !runs.contains(c.run_id.as_str()) || c.lease.is_none() {
             continue;
@@ -291,7 +296,7 @@ fn each_paid_call_gets_its_receipt(j: &Judged, out: &mut Vec<Witness>) {
     };
     // Per (run, node, incarnation, dispatch): its payments by the current holder, in fact
     // order, with the grant's epoch.
-    let mut paid: BTreeMap<(&str, u32, u32, u64), Vec<(&Fact, u32, u64)>> = BTreeMap::new();
+    let mut paid: BTreeMap<ProcessDispatch, Vec<(&Fact, u32, u64)>> = BTreeMap::new();
     for f in &j.history.facts {
         let FactKind::Paid { run_id, dispatch, turn, .. } = &f.kind else { continue };
         if let Some(epoch) = held(f, run_id) {
