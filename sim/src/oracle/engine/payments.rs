@@ -457,12 +457,14 @@ mod tests {
 
     use crate::oracle::testkit::engine::*;
 
+    /// A billing receipt entry at `seq` keyed `key`.
+    fn receipt(seq: u64, key: &str) -> serde_json::Value {
+        serde_json::json!({"seq": seq, "kind": "decision", "status": "ok", "key": key,
+            "value": {"decisionType": "provider-call", "agentRef": 0}})
+    }
+
     #[test]
     fn a_receipt_for_a_call_its_writer_had_not_paid_is_caught() {
-        let receipt = |seq: u64, key: &str| {
-            serde_json::json!({"seq": seq, "kind": "decision", "status": "ok", "key": key,
-                "value": {"decisionType": "provider-call", "agentRef": 0}})
-        };
         let mut h = HistoryBuilder::engine_run();
         let a = h.acquire(0, "a", "r", 1);
         h.append(0, &a, "r", running(0));
@@ -536,10 +538,6 @@ mod tests {
 
     #[test]
     fn a_paid_call_the_dispatch_went_past_without_its_receipt_is_caught() {
-        let receipt = |seq: u64, key: &str| {
-            serde_json::json!({"seq": seq, "kind": "decision", "status": "ok", "key": key,
-                "value": {"decisionType": "provider-call", "agentRef": 0}})
-        };
         let mut h = HistoryBuilder::engine_run();
         let a = h.acquire(0, "a", "r", 1);
         h.append(0, &a, "r", running(0));
