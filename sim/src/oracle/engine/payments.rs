@@ -269,10 +269,10 @@ pub const EACH_PAID_CALL_GETS_ITS_RECEIPT: Property = Property {
         check: each_paid_call_gets_its_receipt,
 };
 
-/// A run and a process acting on it: (run, node, incarnation).
-type Process<'a> = (&'a str, u32, u32);
 /// A run, a process and a dispatch: (run, node, incarnation, dispatch).
 type ProcessDispatch<'a> = (&'a str, u32, u32, u64);
+/// A run, a grant's epoch and the process holding it: (run, epoch, node, incarnation).
+type GrantProcess<'a> = (&'a str, u64, u32, u32);
 
 fn each_paid_call_gets_its_receipt(j: &Judged, out: &mut Vec<Witness>) {
     let runs = engine_runs(j);
@@ -280,16 +280,6 @@ fn each_paid_call_gets_its_receipt(j: &Judged, out: &mut Vec<Witness>) {
         return;
     }
     let (life, _) = dispatches(j);
-    // Per (run, node, incarnation): its leased appends with their entries, by invocation.
-    let mut appends: BTreeMap<Process, Vec<(&Call, super::EntryView)>> = BTreeMap::new();
-    for c in &j.history.calls {
-        if c.op != OpKind::Append || !runs.contains(c.run_id.as_str()) || c.lease.is_none() {
-            continue;
-        }
-        if let Some(e) = entry_of(c) {
-            appends.entry((c.run_id.as_str(), c.node, c.incarnation)).or_default().push((c, e));
-        }
-    }
     // A payment by the run's current holder: the grant's epoch.
     let held = |f: &Fact, run_id: &str| {
         life.current_grant(run_id, f).filter(|g| g.incarnation == f.incarnation).map(|g| g.epoch)
@@ -305,10 +295,22 @@ fn each_paid_call_gets_its_receipt(j: &Judged, out: &mut Vec<Witness>) {
                 .push((f, *turn, epoch));
         }
     }
+    // Per (run, epoch, node, incarnation): that process's appends to the run under the
+    // grant, with their entries, in call order (parsed once, from the index's leased calls).
+    let mut appends: BTreeMap<GrantProcess, Vec<(&Call, super::EntryView)>> = BTreeMap::new();
     for (&(run_id, node, incarnation, dispatch), list) in &paid {
-        let mine = appends.get(&(run_id, node, incarnation)).map(Vec::as_slice).unwrap_or(&[]);
-        let under = |c: &Call, epoch: u64| c.lease.as_ref().is_some_and(|l| l.epoch.0 == epoch);
         for (k, &(f, turn, epoch)) in list.iter().enumerate() {
+            let mine = appends.entry((run_id, epoch, node, incarnation)).or_insert_with(|| {
+                if !runs.contains(run_id) {
+                    return Vec::new();
+                }
+                j.index()
+                    .on_run_under_epoch(run_id, epoch)
+                    .iter()
+                    .filter(|c| c.op == OpKind::Append && (c.node, c.incarnation) == (node, incarnation))
+                    .filter_map(|&c| entry_of(c).map(|e| (c, e)))
+                    .collect()
+            });
             let from = f.invoked_before;
             // Where the dispatch went on: its next payment under this grant, or its first
             // terminal other than `cancelled` appended under it.
@@ -318,15 +320,14 @@ fn each_paid_call_gets_its_receipt(j: &Judged, out: &mut Vec<Witness>) {
                 .iter()
                 .find(|(c, e)| {
                     c.id >= from
-                        && under(c, epoch)
                         && e.ref_seq == Some(dispatch)
                         && !matches!(e.status.as_str(), "running" | "cancelled")
                 })
                 .map(|(c, _)| c.id);
             let Some(end) = [next_paid, terminal].into_iter().flatten().min() else { continue };
-            let receipted = mine.iter().any(|(c, e)| {
-                c.id >= from && c.id < end && under(c, epoch) && receipt_of(e) == Some(Some((dispatch, turn)))
-            });
+            let receipted = mine
+                .iter()
+                .any(|(c, e)| c.id >= from && c.id < end && receipt_of(e) == Some(Some((dispatch, turn))));
             if !receipted {
                 out.push(Witness {
                     witness: format!(
