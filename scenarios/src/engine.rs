@@ -34,7 +34,7 @@ use sim::oracle::Violation;
 use sim::plan::{FaultProfile, Knobs, Plan};
 use sim::recorded::{RecordedStore, RecordedTranscripts};
 use sim::seed::{rng, Draw};
-use sim::verdict::{required, Required};
+use sim::verdict::{required, Required, RetentionRule};
 use sim::world::{NodeCtx, Scenario, WorldState};
 use store::engine::{
     audit_run, audit_runs, repair_run, Engine, RepairAction, RunAudit, RunOptions, Verdict, Worker, Workflow,
@@ -93,6 +93,9 @@ pub struct EngineScenario {
     /// stops, and remembers the runs it parked across its sweeps), the other nodes host and
     /// operate only.
     pub solo_worker: bool,
+    /// The rule the retention workers apply (declared to the oracle, which judges every
+    /// retention delete by it).
+    pub retention: RetentionRule,
     /// Whether only the even nodes' workers apply retention: the odd nodes' run rulvar's
     /// default worker, which lists only `running` and `suspended` runs (`statuses`) and leaves
     /// terminal runs alone (in plans that carry `Swarm::default_workers`: every derived one).
@@ -156,6 +159,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
     host_deletes: true,
     stops: true,
     solo_worker: false,
+    retention: KEEP_RETRIED,
     retention_on_even_nodes: true,
     wrong_workflows: true,
     retry_any: false,
@@ -204,6 +208,7 @@ pub static QUEUE_SOLO: EngineScenario = EngineScenario {
     repairs: false,
     stops: false,
     solo_worker: true,
+    retention: KEEP_RETRIED,
     retention_on_even_nodes: false,
     wrong_workflows: true,
     retry_any: true,
@@ -236,6 +241,7 @@ pub static F1_STALE_SETTLE: EngineScenario = EngineScenario {
     host_deletes: false,
     stops: false,
     solo_worker: false,
+    retention: BY_ID,
     retention_on_even_nodes: false,
     wrong_workflows: false,
     retry_any: false,
@@ -265,6 +271,7 @@ pub static F2_STALE_CHECKPOINT: EngineScenario = EngineScenario {
     host_deletes: false,
     stops: false,
     solo_worker: false,
+    retention: BY_ID,
     retention_on_even_nodes: false,
     wrong_workflows: false,
     retry_any: false,
@@ -293,6 +300,7 @@ pub static F4_STALE_RETENTION: EngineScenario = EngineScenario {
     host_deletes: false,
     stops: false,
     solo_worker: false,
+    retention: BY_ID,
     retention_on_even_nodes: false,
     wrong_workflows: false,
     retry_any: false,
@@ -329,6 +337,7 @@ pub struct QueueShared {
     pub stops: bool,
     pub host_deletes: bool,
     pub solo_worker: bool,
+    pub retention: RetentionRule,
     pub retention_on_even_nodes: bool,
     pub wrong_workflows: bool,
     pub retry_any: bool,
@@ -408,8 +417,31 @@ fn run_id(kind: &str, i: usize) -> String {
     }
 }
 
-fn retention(meta: &RunMeta) -> bool {
-    meta.run_id.starts_with("tmp-")
+/// The generic scenarios' retention: `tmp-` runs once terminal, except one that completed in
+/// more than one segment (a retry or a takeover), kept for inspection. A host may rerun a
+/// listed `tmp-` run that settled `error` to completion before the worker's lease, so the
+/// worker must apply its predicate again to the meta it reads under that lease.
+const KEEP_RETRIED: RetentionRule = RetentionRule { id_prefix: "tmp-", keep_completed_retried: true };
+
+/// The targeted scenarios' retention: every terminal `tmp-` run.
+const BY_ID: RetentionRule = RetentionRule { id_prefix: "tmp-", keep_completed_retried: false };
+
+fn delete_by_id(meta: &RunMeta) -> bool {
+    meta.run_id.starts_with(BY_ID.id_prefix)
+}
+
+fn delete_unless_retried(meta: &RunMeta) -> bool {
+    let retried = meta.status == RunStatus::Ok && meta.segments.unwrap_or(1) > 1;
+    meta.run_id.starts_with(KEEP_RETRIED.id_prefix) && !retried
+}
+
+/// The worker predicate that applies `rule` (the two rules the catalog declares).
+fn retention_predicate(rule: RetentionRule) -> fn(&RunMeta) -> bool {
+    if rule.keep_completed_retried {
+        delete_unless_retried
+    } else {
+        delete_by_id
+    }
 }
 
 impl EngineScenario {
@@ -472,6 +504,10 @@ impl EngineScenario {
 impl Scenario for EngineScenario {
     fn name(&self) -> &'static str {
         self.name
+    }
+
+    fn retention_rule(&self) -> Option<RetentionRule> {
+        Some(self.retention)
     }
 
     fn describe(&self) -> &'static str {
@@ -555,6 +591,7 @@ impl Scenario for EngineScenario {
             stops: self.stops,
             host_deletes: self.host_deletes,
             solo_worker: self.solo_worker,
+            retention: self.retention,
             retention_on_even_nodes: self.retention_on_even_nodes,
             wrong_workflows: self.wrong_workflows,
             retry_any: self.retry_any,
@@ -862,7 +899,7 @@ async fn node_body(node: NodeCtx) {
     // Worker and operator.
     let default_worker =
         sh.retention_on_even_nodes && node.world.plan.swarm.default_workers && node.index % 2 == 1;
-    let keeps = (!default_worker).then_some(retention as fn(&RunMeta) -> bool);
+    let keeps = (!default_worker).then_some(retention_predicate(sh.retention));
     let new_worker =
         || Worker::new(worker_engine.clone(), worker_sink.owner.clone(), sh.registry.clone(), keeps);
     let sink = &worker_sink;

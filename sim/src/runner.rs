@@ -115,7 +115,11 @@ pub fn execute_with(
     let assessment = assess(
         &out.history,
         &out.fin,
-        Expect { contiguous_seqs: scenario.contiguous_seqs(), ttl_ms: Some(plan.knobs.ttl_ms) },
+        Expect {
+            contiguous_seqs: scenario.contiguous_seqs(),
+            ttl_ms: Some(plan.knobs.ttl_ms),
+            retention: scenario.retention_rule(),
+        },
     );
     let mut violations = assessment.violations;
     violations.extend(out.scenario_violations.iter().cloned());

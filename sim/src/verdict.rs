@@ -54,6 +54,20 @@ pub struct Expect {
     pub contiguous_seqs: bool,
     /// The lease ttl the stores were built with (judged by `grant_lasts_the_ttl`).
     pub ttl_ms: Option<u64>,
+    /// The rule the scenario's queue workers apply retention by (judged by
+    /// `retention_deletes_what_its_rule_selects`); `None`: no worker applies retention.
+    pub retention: Option<RetentionRule>,
+}
+
+/// A retention rule, declared by the scenario as data: the workers apply it through a
+/// predicate of the scenario's, the oracle reads it on its own. A terminal run is deleted
+/// when its id starts with `id_prefix`, unless `keep_completed_retried` is set and the run
+/// completed in more than one segment (a run that needed a retry or a takeover is kept for
+/// inspection; a meta without a segments counter counts as one segment).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetentionRule {
+    pub id_prefix: &'static str,
+    pub keep_completed_retried: bool,
 }
 
 /// A scenario's coverage requirement: a goal, and the share of a sweep's seeds (per mille)

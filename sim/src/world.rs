@@ -77,6 +77,10 @@ pub trait Scenario: Sync {
     fn contiguous_seqs(&self) -> bool {
         false
     }
+    /// The rule this scenario's queue workers apply retention by, if any apply it.
+    fn retention_rule(&self) -> Option<crate::verdict::RetentionRule> {
+        None
+    }
     /// The fault points a targeted scenario exists to exercise: a sweep in which one of
     /// them never fired says the scenario is weak (`fencesim findings` fails on it).
     /// Default: none (a generic scenario).

@@ -485,15 +485,7 @@ mod tests {
                 (c.run_id, c.seen_at) = ("r".into(), Some(h.h.applied_count));
                 h.h.calls.push(c);
             }
-            h.h.marks.push(crate::history::Mark {
-                point: "engine.prune.before_delete",
-                node: 0,
-                incarnation: 0,
-                run_id: "r".into(),
-                epoch: Some(2),
-                applied_before: h.h.applied_count,
-                invoked_before: h.h.calls.len(),
-            });
+            h.mark(0, "engine.prune.before_delete", "r", Some(2));
             if deletes {
                 let args = Args { blob_ref: Some("r/ckpt/0".into()), ..Args::default() };
                 h.push(0, OpKind::BlobDelete, "r", Some(b.clone()), args, None);
@@ -595,15 +587,7 @@ mod tests {
             if seen {
                 load(&mut h);
             }
-            h.h.marks.push(crate::history::Mark {
-                point: "worker.sweep.skip_parked",
-                node: 0,
-                incarnation: 0,
-                run_id: "r".into(),
-                epoch: Some(sweep.epoch.0),
-                applied_before: h.h.applied_count,
-                invoked_before: h.h.calls.len(),
-            });
+            h.mark(0, "worker.sweep.skip_parked", "r", Some(sweep.epoch.0));
             h.judge("sweeps_skip_only_blocked_runs")
         };
         let v = skip(true, true);

@@ -432,15 +432,7 @@ mod tests {
     fn a_retention_delete_is_met_only_after_the_workers_retention_point_on_that_run() {
         let goal = "retention_deleted_a_run";
         let mark = |h: &mut HistoryBuilder, node: u32, run: &str| {
-            h.h.marks.push(crate::history::Mark {
-                point: "worker.retention.after_acquire",
-                node,
-                incarnation: 0,
-                run_id: run.into(),
-                epoch: Some(1),
-                applied_before: h.h.applied_count,
-                invoked_before: h.h.calls.len(),
-            })
+            h.mark(node, "worker.retention.after_acquire", run, Some(1))
         };
         let mut h = HistoryBuilder::engine_run();
         let l = h.acquire(0, "worker", "r", 1);

@@ -1056,7 +1056,7 @@ mod tests {
         ttl: Option<u64>,
         name: &str,
     ) -> Vec<crate::oracle::Violation> {
-        let j = Judged::build(h, fin, Expect { contiguous_seqs: false, ttl_ms: ttl });
+        let j = Judged::build(h, fin, Expect { ttl_ms: ttl, ..Default::default() });
         let p = ALL.iter().find(|p| p.name == name).expect("property");
         p.judge(&j)
     }

@@ -121,6 +121,8 @@ pub mod engine {
         pub h: History,
         pub fin: FinalState,
         pub now_ms: i64,
+        /// The scenario's options the history is judged under.
+        pub expect: Expect,
     }
 
     pub fn lease(run: &str, owner: &str, epoch: u64) -> Lease {
@@ -261,8 +263,21 @@ pub mod engine {
                 },
             );
         }
+        /// Node `node` (incarnation 0) reached engine fault point `point` on run `run` under
+        /// `epoch`, after every call so far.
+        pub fn mark(&mut self, node: u32, point: &'static str, run: &str, epoch: Option<u64>) {
+            self.h.marks.push(crate::history::Mark {
+                point,
+                node,
+                incarnation: 0,
+                run_id: run.into(),
+                epoch,
+                applied_before: self.h.applied_count,
+                invoked_before: self.h.calls.len(),
+            });
+        }
         pub fn judge(&self, property: &str) -> Vec<Violation> {
-            let j = Judged::build(&self.h, &self.fin, Expect::default());
+            let j = Judged::build(&self.h, &self.fin, self.expect);
             let p = crate::oracle::all_properties().find(|p| p.name == property).expect("a known property");
             p.judge(&j)
         }

@@ -124,7 +124,11 @@ fn sim_rate(scenario: &'static dyn Scenario, o: &BenchOptions) -> Result<(u64, u
                             plan,
                             &Default::default(),
                         )?;
-                        let expect = Expect { contiguous_seqs: scenario.contiguous_seqs(), ttl_ms: None };
+                        let expect = Expect {
+                            contiguous_seqs: scenario.contiguous_seqs(),
+                            ttl_ms: None,
+                            retention: scenario.retention_rule(),
+                        };
                         let passed = run.scenario_violations.is_empty()
                             && judge(&run.history, &run.fin, expect).is_empty();
                         out.push((passed, run.end_ns / 1_000_000));

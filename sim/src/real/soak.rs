@@ -328,7 +328,7 @@ pub fn run_real(opts: &RealSoakOptions) -> Result<RealSoakOutput, String> {
     let events: Vec<SoakEvent> = events.into_iter().map(|(_, e)| e).collect();
     let history = merge_history(&opts.dir, opts.writers, t0)?;
     let fin = final_state(&files::db_path(&opts.dir));
-    let mut violations = judge(&history, &fin, Expect { contiguous_seqs: true, ttl_ms: None });
+    let mut violations = judge(&history, &fin, Expect { contiguous_seqs: true, ..Default::default() });
     let within = format!("{} ms of wall time", opts.cap.as_millis());
     violations.extend(referee(&events, &quorum, &within));
     for (w, code) in exited.iter().enumerate() {

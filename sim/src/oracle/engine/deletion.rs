@@ -12,28 +12,28 @@ use super::super::contract::run_of_ref;
 use super::super::model::{t, walk_grants, who, Judged};
 use super::super::{Expectation, Property, Witness};
 use super::*;
-use crate::history::{Call, FactKind, OpKind};
+use crate::history::{Call, FactKind, Mark, OpKind};
+use crate::verdict::RetentionRule;
 
-/// The epoch an engine deletion cascade of node `n` (incarnation `i`) acts under when its
-/// journal delete carries no lease: the retention's brief lease (noted at
-/// `worker.retention.after_acquire`), or a host cascade's lease (at `engine.delete.after_blobs`).
-/// `None`: no cascade, or one without a lease (a host decision).
-fn cascade_epoch(j: &Judged, c: &Call) -> Option<u64> {
+/// The mark that says which engine deletion cascade of node `n` (incarnation `i`) made the
+/// journal delete `c`: the nearest before it of the retention's brief lease
+/// (`worker.retention.after_acquire`) and a host cascade's (`engine.delete.after_blobs`).
+/// `None`: no cascade (a bare store delete).
+fn cascade_mark<'h>(j: &Judged<'h>, c: &Call) -> Option<&'h Mark> {
     let before = order(c);
-    for m in j.history.marks.iter().rev() {
-        if m.node != c.node
-            || m.incarnation != c.incarnation
-            || m.run_id != c.run_id
-            || m.applied_before > before
-        {
-            continue;
-        }
-        match m.point {
-            "engine.delete.after_blobs" | "worker.retention.after_acquire" => return m.epoch,
-            _ => {}
-        }
-    }
-    None
+    j.history.marks.iter().rev().find(|m| {
+        m.node == c.node
+            && m.incarnation == c.incarnation
+            && m.run_id == c.run_id
+            && m.applied_before <= before
+            && matches!(m.point, "engine.delete.after_blobs" | "worker.retention.after_acquire")
+    })
+}
+
+/// The epoch an engine deletion cascade acts under when its journal delete carries no lease
+/// (see [`cascade_mark`]). `None`: no cascade, or one without a lease (a host decision).
+fn cascade_epoch(j: &Judged, c: &Call) -> Option<u64> {
+    cascade_mark(j, c).and_then(|m| m.epoch)
 }
 
 pub const NO_LIVE_RUN_DELETED: Property = Property {
@@ -83,6 +83,61 @@ fn no_live_run_deleted(j: &Judged, out: &mut Vec<Witness>) {
             });
         }
     });
+}
+
+pub const RETENTION_DELETES_WHAT_ITS_RULE_SELECTS: Property = Property {
+        name: "retention_deletes_what_its_rule_selects",
+        expectation: Expectation::Always,
+        claim: "A queue worker's retention delete removes only a run whose meta, as the accepted writes left it when the delete applied, is terminal and selected by the retention rule the scenario declares (its id prefix; a completed run of more than one segment kept when the rule keeps retried runs).",
+        not_checked: "Retention deletes of a run with no meta at that instant (no record is removed), a meta the oracle cannot read, and scenarios that declare no rule.",
+        check: retention_deletes_what_its_rule_selects,
+};
+
+/// The oracle's own reading of a declared retention rule over a meta record.
+fn rule_selects(rule: RetentionRule, m: &MetaView) -> bool {
+    let retried = m.status == Status::Ok && m.segments.unwrap_or(1) > 1;
+    m.run_id.starts_with(rule.id_prefix) && !(rule.keep_completed_retried && retried)
+}
+
+fn retention_deletes_what_its_rule_selects(j: &Judged, out: &mut Vec<Witness>) {
+    let Some(rule) = j.expect.retention else { return };
+    let mut meta: BTreeMap<&str, &Call> = BTreeMap::new();
+    for &c in &j.applied {
+        match c.op {
+            OpKind::PutMeta => {
+                meta.insert(c.run_id.as_str(), c);
+            }
+            OpKind::Delete => {
+                let last = meta.remove(c.run_id.as_str());
+                if cascade_mark(j, c).is_none_or(|m| m.point != "worker.retention.after_acquire") {
+                    continue;
+                }
+                let Some((w, m)) = last.and_then(|w| Some((w, meta_of(w)?))) else { continue };
+                let why = if !m.status.is_terminal() {
+                    "it is not terminal"
+                } else if !rule_selects(rule, &m) {
+                    "the scenario's retention rule keeps it"
+                } else {
+                    continue;
+                };
+                out.push(Witness {
+                    witness: format!(
+                        "{}'s retention delete of run {} at t={} removed it while its meta, as {}'s write at t={} left it, is {} (segments {}): {why}",
+                        who(c),
+                        c.run_id,
+                        t(Judged::applied_ns(c)),
+                        who(w),
+                        t(Judged::applied_ns(w)),
+                        m.status,
+                        m.segments.map_or("none".to_string(), |n| n.to_string()),
+                    ),
+                    op: Some(c.op.as_str()),
+                    call: Some(c.id),
+                });
+            }
+            _ => {}
+        }
+    }
 }
 
 pub const DELETED_RUN_LEAVES_NO_BLOBS: Property = Property {
@@ -291,6 +346,54 @@ mod tests {
 
     use crate::history::FactKind;
     use crate::oracle::testkit::engine::*;
+    use crate::oracle::Expect;
+
+    #[test]
+    fn a_retention_delete_outside_the_declared_rule_is_caught() {
+        use crate::verdict::RetentionRule;
+        const RULE: RetentionRule = RetentionRule { id_prefix: "tmp-", keep_completed_retried: true };
+        // A host's segment leaves the run's meta as given, then a retention cascade deletes it.
+        let retention = |status: RunStatus, segments: u64, run: &str, point: &'static str| {
+            let mut h = HistoryBuilder {
+                expect: Expect { retention: Some(RULE), ..Expect::default() },
+                ..HistoryBuilder::default()
+            };
+            let a = h.acquire(1, "host", run, 1);
+            h.meta(1, Some(&a), run, status, segments);
+            let w = h.acquire(0, "worker", run, 2);
+            h.mark(0, point, run, Some(2));
+            h.delete(0, Some(&w), run);
+            h
+        };
+        let after_acquire = "worker.retention.after_acquire";
+        // What the rule selects: a failed run, a run completed in its first segment.
+        assert!(retention(RunStatus::Error, 1, "tmp-r", after_acquire).judge(RETENTION).is_empty());
+        assert!(retention(RunStatus::Ok, 1, "tmp-r", after_acquire).judge(RETENTION).is_empty());
+        assert!(retention(RunStatus::Error, 3, "tmp-r", after_acquire).judge(RETENTION).is_empty());
+        // A completed run a retry got through, a run that is running again, a run of another
+        // prefix: each kept by the rule.
+        for (status, segments, run, why) in [
+            (RunStatus::Ok, 2, "tmp-r", "the scenario's retention rule keeps it"),
+            (RunStatus::Running, 1, "tmp-r", "it is not terminal"),
+            (RunStatus::Ok, 1, "r", "the scenario's retention rule keeps it"),
+        ] {
+            let v = retention(status, segments, run, after_acquire).judge(RETENTION);
+            assert_eq!(v.len(), 1, "{status:?} {segments} {run}: {v:?}");
+            assert!(v[0].witness.contains(why), "{}", v[0].witness);
+        }
+        // The same delete made by a host's cascade is the user's decision, not retention's.
+        assert!(retention(RunStatus::Ok, 2, "tmp-r", "engine.delete.after_blobs")
+            .judge(RETENTION)
+            .is_empty());
+        // A rule that keeps no retried run deletes the completed one; no rule, nothing judged.
+        let mut h = retention(RunStatus::Ok, 2, "tmp-r", after_acquire);
+        h.expect.retention = Some(RetentionRule { keep_completed_retried: false, ..RULE });
+        assert!(h.judge(RETENTION).is_empty());
+        h.expect.retention = None;
+        assert!(h.judge(RETENTION).is_empty());
+    }
+
+    const RETENTION: &str = "retention_deletes_what_its_rule_selects";
 
     #[test]
     fn a_deleted_run_written_again_without_a_resume_is_caught() {
@@ -350,15 +453,7 @@ mod tests {
         // The same delete made by a retention cascade that did not pass its brief lease on.
         let mut h = HistoryBuilder::engine_run();
         let _r = h.acquire(0, "retention", "r", 1);
-        h.h.marks.push(crate::history::Mark {
-            point: "worker.retention.after_acquire",
-            node: 0,
-            incarnation: 0,
-            run_id: "r".into(),
-            epoch: Some(1),
-            applied_before: h.h.applied_count,
-            invoked_before: h.h.calls.len(),
-        });
+        h.mark(0, "worker.retention.after_acquire", "r", Some(1));
         h.now_ms += TTL;
         let _host = h.acquire(1, "host", "r", 2);
         h.delete(0, None, "r");

@@ -831,15 +831,7 @@ mod tests {
     #[test]
     fn a_booted_segment_released_without_a_settle_is_caught() {
         fn boot(h: &mut HistoryBuilder, l: &store::Lease) {
-            h.h.marks.push(crate::history::Mark {
-                point: "engine.boot.before_meta",
-                node: 0,
-                incarnation: 0,
-                run_id: "r".into(),
-                epoch: Some(l.epoch.0),
-                applied_before: h.h.applied_count,
-                invoked_before: h.h.calls.len(),
-            });
+            h.mark(0, "engine.boot.before_meta", "r", Some(l.epoch.0));
             h.meta(0, Some(l), "r", RunStatus::Running, l.epoch.0);
         }
         fn release(h: &mut HistoryBuilder, l: &store::Lease) {
