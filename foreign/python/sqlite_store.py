@@ -334,9 +334,10 @@ class Store:
         check_run_id(run_id)
         text = req.get("entry")
         try:
-            entry = json.loads(text) if isinstance(text, str) else None
+            entry = json.loads(text, object_pairs_hook=record) if isinstance(text, str) else None
         except ValueError as e:
             raise invalid("journal entry", str(e))
+        named_once(entry, "journal entry")
         if not isinstance(entry, dict):
             raise invalid("journal entry", "not a JSON object")
         seq = entry.get("seq")
@@ -532,11 +533,31 @@ def parse_lease(lease):
     return lease
 
 
+class Record(dict):
+    """A decoded JSON object that remembers whether its text named a field twice."""
+    repeats = False
+
+
+def record(pairs):
+    out = Record(pairs)
+    out.repeats = len(out) != len(pairs)
+    return out
+
+
+def named_once(obj, what):
+    """A record names each of its fields once (store contract 1.1): a text naming one
+    twice has no one reading, so it is malformed."""
+    if getattr(obj, "repeats", False):
+        raise invalid(what, "a field is named twice")
+    return obj
+
+
 def parse_meta_arg(text):
     try:
-        meta = json.loads(text) if isinstance(text, str) else None
+        meta = json.loads(text, object_pairs_hook=record) if isinstance(text, str) else None
     except ValueError as e:
         raise invalid("run meta", str(e))
+    named_once(meta, "run meta")
     if not isinstance(meta, dict) or meta.get("status") not in STATUSES:
         raise invalid("run meta", "expected an object with runId and a known status")
     check_run_id(meta.get("runId"))

@@ -3,8 +3,9 @@
 //! stream, probes the edges of the input domain: appends at the largest seq a store accepts
 //! (2^53-1) and one above it, a repeat of that seq (the A5 guard at the limit), loads of what
 //! it wrote, a meta record with non-ASCII text and unknown fields read back and listed, an
-//! empty and a large blob read back and listed, and calls whose run id, blob ref or owner
-//! the contract calls malformed (empty, `.`, `..`, a slash, a space, a non-ASCII byte). The
+//! empty and a large blob read back and listed, calls whose run id, blob ref or owner the
+//! contract calls malformed (empty, `.`, `..`, a slash, a space, a non-ASCII byte), and a
+//! meta and an entry that name one field twice (their `extra` repeats a named field). The
 //! round ends with a release or a leased delete.
 //!
 //! Nothing here judges an answer: the generic oracle does, from its own model
@@ -46,6 +47,13 @@ const MALFORMED_IDS: &[&str] = &["", ".", "..", "a/b", "a b", "caf\u{e9}", "x\u{
 /// Refs the contract calls malformed, as suffixes after a well-formed run id (`{run}{suffix}`)
 /// or alone.
 const MALFORMED_REF_SUFFIXES: &[&str] = &["/", "//x", "/../x", "/./x", "/a b"];
+
+/// Named meta fields an `extra` map may repeat (the record then names the field twice).
+const META_FIELDS: &[&str] =
+    &["runId", "status", "segments", "genesis", "name", "tags", "workflowName", "updatedAt"];
+
+/// Envelope fields of a journal entry an `extra` map may repeat.
+const ENTRY_FIELDS: &[&str] = &["seq", "kind", "status", "key", "ref", "value"];
 
 /// The scenario.
 pub struct Edges;
@@ -92,15 +100,17 @@ enum Probe {
     Blobs,
     MalformedIds,
     MalformedRefs,
+    RepeatedFields,
 }
 
-const PROBES: [Probe; 6] = [
+const PROBES: [Probe; 7] = [
     Probe::SeqLimit,
     Probe::SeqOverLimit,
     Probe::Meta,
     Probe::Blobs,
     Probe::MalformedIds,
     Probe::MalformedRefs,
+    Probe::RepeatedFields,
 ];
 
 impl Prober {
@@ -229,6 +239,30 @@ impl Prober {
                 let _ = self.patiently(|| self.blobs.delete(&bad, Some(lease))).await;
                 let alone = MALFORMED_IDS[self.pick(MALFORMED_IDS.len())];
                 let _ = self.patiently(|| self.blobs.get(alone)).await;
+            }
+            Probe::RepeatedFields => {
+                // Records a caller of the Rust store can build and a JS caller cannot: each
+                // names a field twice, so it has no one reading; then what was stored.
+                let field = META_FIELDS[self.pick(META_FIELDS.len())];
+                // Every named field is set, so the repeat is in the text (a field left unset is
+                // not written, and its name in `extra` would be its only one).
+                let mut meta = RunMeta::new(run, RunStatus::Running);
+                meta.segments = Some(1);
+                meta.genesis = Some("g".into());
+                meta.name = Some("n".into());
+                meta.tags = Some(vec!["t".into()]);
+                meta.workflow_name = Some("w".into());
+                meta.updated_at = Some("2026-01-01T00:00:00.000Z".into());
+                meta.extra.insert(field.into(), json!("again"));
+                let _ = self.patiently(|| self.store.put_meta(&meta, Some(lease))).await;
+                let _ = self.patiently(|| self.store.get_meta(run)).await;
+                let field = ENTRY_FIELDS[self.pick(ENTRY_FIELDS.len())];
+                let mut twice = entry(SEQ_LIMIT - 1 - self.pick(1000) as u64, "twice");
+                twice.key = "edge".into();
+                twice.ref_seq = Some(store::Seq(1));
+                twice.extra.insert(field.into(), json!("again"));
+                let _ = self.patiently(|| self.store.append(run, &twice, Some(lease))).await;
+                let _ = self.patiently(|| self.store.load(run)).await;
             }
         }
     }

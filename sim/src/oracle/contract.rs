@@ -186,9 +186,10 @@ impl EntryView {
 }
 
 /// What a call's arguments make malformed by the contract, if anything: `run id`, `blob
-/// ref`, `lease owner` or `journal entry seq`, checked in that order (a store refuses bad
-/// input before it looks at a lease). `None` for a well-formed call, and for the operations
-/// whose only argument is a lease or a filter.
+/// ref`, `lease owner`, `journal entry seq` or a record that names a field twice (`journal
+/// entry`, `run meta`), checked in that order (a store refuses bad input before it looks at a
+/// lease). `None` for a well-formed call, and for the operations whose only argument is a
+/// lease or a filter.
 pub fn malformed_input(op: OpKind, run_id: &str, args: &Args) -> Option<&'static str> {
     match op {
         OpKind::Acquire if !safe_segment(run_id) => Some("run id"),
@@ -204,6 +205,8 @@ pub fn malformed_input(op: OpKind, run_id: &str, args: &Args) -> Option<&'static
             Some("run id")
         }
         OpKind::Append if args.seq.is_some_and(|s| s > SEQ_LIMIT) => Some("journal entry seq"),
+        OpKind::Append if args.payload.as_deref().is_some_and(names_a_field_twice) => Some("journal entry"),
+        OpKind::PutMeta if args.payload.as_deref().is_some_and(names_a_field_twice) => Some("run meta"),
         OpKind::BlobPut | OpKind::BlobGet | OpKind::BlobDelete
             if args.blob_ref.as_deref().is_some_and(|r| !r.split('/').all(safe_segment)) =>
         {
@@ -211,6 +214,35 @@ pub fn malformed_input(op: OpKind, run_id: &str, args: &Args) -> Option<&'static
         }
         _ => None,
     }
+}
+
+/// Whether a record's JSON text names one of its top-level fields twice (docs/store-contract.md
+/// 1.1: a record names each field once; a JSON text with a repeated name has no one
+/// reading). `false` for text that is not a JSON object.
+pub fn names_a_field_twice(text: &str) -> bool {
+    struct Repeats(bool);
+    struct Names;
+    impl<'de> serde::de::Visitor<'de> for Names {
+        type Value = Repeats;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a JSON value")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Repeats, A::Error> {
+            let mut seen = BTreeSet::new();
+            let mut twice = false;
+            while let Some(name) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                twice |= !seen.insert(name);
+            }
+            Ok(Repeats(twice))
+        }
+    }
+    impl<'de> serde::Deserialize<'de> for Repeats {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Repeats, D::Error> {
+            d.deserialize_map(Names)
+        }
+    }
+    serde_json::from_str::<Repeats>(text).is_ok_and(|r| r.0)
 }
 
 /// `metaMatchesFilter` (docs/store-contract.md 1.3): `status` and `statuses` combine as

@@ -1145,6 +1145,23 @@ mod tests {
         let owner = |o: &str| Args { owner: Some(o.into()), ..Args::default() };
         assert_eq!(verdict(OpKind::Acquire, "r", owner(""), ok(), true).len(), 2);
         assert!(verdict(OpKind::Acquire, "r", owner("w"), err("lease_held"), false).is_empty());
+        // A record that names a field twice (only a Rust `extra` map can build one).
+        let payload = |p: &str| Args { payload: Some(p.into()), ..Args::default() };
+        let twice = r#"{"runId":"r","status":"running","status":"ok"}"#;
+        let once = r#"{"runId":"r","status":"running","nested":{"status":"ok"}}"#;
+        assert!(verdict(OpKind::PutMeta, "r", payload(twice), err("invalid_input"), false).is_empty());
+        assert!(verdict(OpKind::PutMeta, "r", payload(once), ok(), true).is_empty());
+        let v = verdict(OpKind::PutMeta, "r", payload(twice), ok(), true);
+        assert!(v.len() == 2 && v[0].witness.contains("malformed run meta"), "{v:?}");
+        let entry = |p: &str| Args { seq: Some(3), payload: Some(p.into()), ..Args::default() };
+        let v = verdict(
+            OpKind::Append,
+            "r",
+            entry(r#"{"seq":3,"kind":"k","value":1,"\u0076alue":2}"#),
+            ok(),
+            true,
+        );
+        assert!(v.len() == 2 && v[0].witness.contains("malformed journal entry"), "{v:?}");
         // Busy or a crash says nothing about the input.
         assert!(verdict(OpKind::Load, "..", Args::default(), err("busy"), false).is_empty());
         assert!(verdict(OpKind::Load, "..", Args::default(), Outcome::Unknown, false).is_empty());
