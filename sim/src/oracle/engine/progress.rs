@@ -4,7 +4,8 @@
 //! dispatch ended error, limit or cancelled (terminals that never replay); and an answer
 //! (a resolution or abandon) goes to an open suspension, once, as a terminal goes to a live
 //! dispatch, once; an await suspends once while its suspension is open; and a terminal
-//! says how its dispatch ended (`cancelled` by a cancel, `error` by failed work).
+//! says how its dispatch ended (`cancelled` by a cancel, `error` by failed work); and an
+//! engine refuses a start as a second live segment only while one of its own is in flight.
 //!
 //! Each property is judged from the apply-ordered history and the engine facts, under the
 //! holder and generation rules of [`super`].
@@ -615,6 +616,48 @@ fn terminals_say_how_dispatches_ended(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const A_LIVE_REFUSAL_HAS_A_LIVE_SEGMENT: Property = Property {
+        name: "a_live_refusal_has_a_live_segment",
+        expectation: Expectation::Always,
+        claim: "An engine refuses to start a segment of a run as a second live one (docs/engine-model.md 1.1 and O5: at most one live segment per run per engine) only while a segment of that run it started is still in flight: a start whose outcome (a settle or a failure) it has not yet reported.",
+        not_checked: "Worker drives (no fact marks their start): only the starts a host reports (a submission, an explicit resume) and the refusals of that host's engine.",
+        check: a_live_refusal_has_a_live_segment,
+};
+
+/// The words of the engine's refusal of a second live segment.
+const LIVE_REFUSAL: &str = "already has a live segment";
+
+fn a_live_refusal_has_a_live_segment(j: &Judged, out: &mut Vec<Witness>) {
+    // Per (engine, run): the starts reported and not yet ended, with the last one's time.
+    let mut open: BTreeMap<(&str, &str), Vec<u64>> = BTreeMap::new();
+    for f in &j.history.facts {
+        let owner = f.owner.as_str();
+        match &f.kind {
+            FactKind::Submitted { run_id, .. } | FactKind::Resumed { run_id, .. } => {
+                open.entry((owner, run_id.as_str())).or_default().push(f.at_ns);
+            }
+            FactKind::Settled { run_id, .. } | FactKind::Failed { run_id, .. } => {
+                let Some(starts) = open.get_mut(&(owner, run_id.as_str())) else { continue };
+                // This outcome ends one start (outcomes end the starts in any order: the
+                // count is what matters).
+                starts.pop();
+                let FactKind::Failed { error, .. } = &f.kind else { continue };
+                if error.contains(LIVE_REFUSAL) && starts.is_empty() {
+                    out.push(Witness {
+                        witness: format!(
+                            "{owner} at t={} refused to start run {run_id} as already live, but every segment of it that engine started had ended: {error}",
+                            t(f.at_ns)
+                        ),
+                        op: None,
+                        call: None,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 pub const A_HOLDER_APPENDS_ABOVE_ITS_JOURNAL: Property = Property {
         name: "a_holder_appends_above_its_journal",
         expectation: Expectation::Always,
@@ -671,6 +714,50 @@ mod tests {
     use serde_json::json;
 
     use crate::oracle::testkit::engine::*;
+
+    #[test]
+    fn a_live_refusal_with_no_segment_in_flight_is_caught() {
+        use crate::history::FactKind;
+        let p = "a_live_refusal_has_a_live_segment";
+        let resumed = || FactKind::Resumed { run_id: "r".into(), workflow: "happy".into() };
+        let settled =
+            || FactKind::Settled { run_id: "r".into(), status: "ok".into(), value: None, segment: 1 };
+        let failed =
+            |error: &str| FactKind::Failed { run_id: "r".into(), what: "retry".into(), error: error.into() };
+        let refused = || failed("config error: run r already has a live segment in this engine");
+        // The host's submission is still running when its retry is refused: lawful.
+        let mut h = HistoryBuilder::engine_run();
+        h.fact(0, "host", resumed());
+        h.fact(0, "host", refused());
+        h.fact(0, "host", settled());
+        assert!(h.judge(p).is_empty());
+        // The retry is refused after the submission settled, and after a retry that failed in
+        // its reads: the engine kept a segment that had ended.
+        for ended in [settled(), failed("store error: busy")] {
+            let mut h = HistoryBuilder::engine_run();
+            h.fact(0, "host", ended);
+            h.fact(0, "host", resumed());
+            h.fact(0, "host", refused());
+            let v = h.judge(p);
+            assert_eq!(v.len(), 1, "{v:?}");
+            assert!(
+                v[0].witness.contains("every segment of it that engine started had ended"),
+                "{}",
+                v[0].witness
+            );
+        }
+        // Another host's segment in flight is not this engine's: its refusal is still caught;
+        // a refusal by an engine that reported no start of the run is not judged.
+        let mut h = HistoryBuilder::engine_run();
+        h.fact(0, "host", settled());
+        h.fact(1, "other", resumed());
+        h.fact(0, "host", resumed());
+        h.fact(0, "host", refused());
+        assert_eq!(h.judge(p).len(), 1);
+        let mut h = HistoryBuilder::engine_run();
+        h.fact(1, "worker", refused());
+        assert!(h.judge(p).is_empty());
+    }
 
     #[test]
     fn a_terminal_that_misstates_how_its_dispatch_ended_is_caught() {
