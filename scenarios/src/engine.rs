@@ -3,7 +3,8 @@
 //!
 //! `queue` is a generic one: several nodes, each a host (starts its share of the runs and
 //! now and then explicitly resumes one of its terminal runs, a user's retry), a queue
-//! worker (sweep, drive under a renewed lease, retention of `tmp-` runs) and an operator
+//! worker (sweep, drive under a renewed lease, retention of terminal `tmp-` runs, except
+//! one that completed in more than one segment, by the rule declared to the oracle) and an operator
 //! (answers open suspensions offline, prunes spent checkpoints of `ok` runs). A safety phase with faults, then the heal: faults
 //! off, every node restarted, every suspension answered, until every run is terminal.
 //! `queue-solo` is the other generic one, rulvar's one-worker deployment: node 0 alone runs
