@@ -3,8 +3,8 @@
 //!
 //! `queue` is a generic one: several nodes, each a host (starts its share of the runs and
 //! now and then explicitly resumes one of its terminal runs, a user's retry), a queue
-//! worker (sweep, drive under a renewed lease, retention of terminal `tmp-` runs, except
-//! one that completed in more than one segment, by the rule declared to the oracle) and an operator
+//! worker (sweep, drive under a renewed lease, retention of terminal `tmp-` runs by the rule
+//! declared to the oracle) and an operator
 //! (answers open suspensions offline, prunes spent checkpoints of `ok` runs). A safety phase with faults, then the heal: faults
 //! off, every node restarted, every suspension answered, until every run is terminal.
 //! `queue-solo` is the other generic one, rulvar's one-worker deployment: node 0 alone runs
@@ -160,7 +160,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
     host_deletes: true,
     stops: true,
     solo_worker: false,
-    retention: KEEP_RETRIED,
+    retention: BY_ID,
     retention_on_even_nodes: true,
     wrong_workflows: true,
     retry_any: false,
@@ -418,13 +418,14 @@ fn run_id(kind: &str, i: usize) -> String {
     }
 }
 
-/// The generic scenarios' retention: `tmp-` runs once terminal, except one that completed in
-/// more than one segment (a retry or a takeover), kept for inspection. A host may rerun a
+/// `queue-solo`'s retention: `tmp-` runs once terminal, except one that completed in
+/// more than one segment (a retry or a takeover), kept for inspection. (`queue` keeps the
+/// id-only rule: its stored explore findings replay windows the id-only rule's timing opens.) A host may rerun a
 /// listed `tmp-` run that settled `error` to completion before the worker's lease, so the
 /// worker must apply its predicate again to the meta it reads under that lease.
 const KEEP_RETRIED: RetentionRule = RetentionRule { id_prefix: "tmp-", keep_completed_retried: true };
 
-/// The targeted scenarios' retention: every terminal `tmp-` run.
+/// `queue`'s and the targeted scenarios' retention: every terminal `tmp-` run.
 const BY_ID: RetentionRule = RetentionRule { id_prefix: "tmp-", keep_completed_retried: false };
 
 fn delete_by_id(meta: &RunMeta) -> bool {
