@@ -1,7 +1,8 @@
 //! The settle family: how a run's end is written. A segment's work is followed by its
 //! `run_settle` and a settle is journaled only when the write-on-change rule asks for one;
-//! a segment that booted settles before it lets its lease go, and a settle write that failed
-//! (but as the table allows) never resolves the handle; no run ends stranded (terminal meta
+//! a segment that booted settles before it lets its lease go, a settle write that failed
+//! (but as the table allows) never resolves the handle, and a handle rejects with a settle
+//! failure only as that table says; no run ends stranded (terminal meta
 //! over live journal work), a completed run journals exactly one ok settle and never two
 //! equal settles without work between them, and the settled value is the one its workflow
 //! computes.
@@ -18,7 +19,7 @@ use super::super::contract::{audit, entry_views, settle_status, EntryView, Statu
 use super::super::model::{t, who, Judged};
 use super::super::{Expectation, Property, Witness};
 use super::*;
-use crate::history::{Call, FactKind, OpKind, Outcome, Read};
+use crate::history::{Call, Fact, FactKind, OpKind, Outcome, Read};
 use crate::ledger::{catalog_workflows, expected_value};
 
 pub const SETTLE_FOLLOWS_SEGMENT_WORK: Property = Property {
@@ -292,20 +293,7 @@ fn settle_failures_reach_the_handle(j: &Judged, out: &mut Vec<Witness>) {
             continue;
         }
         let Some(settled) = Status::from_word(status) else { continue };
-        // The identity's calls of this run before the outcome, from its latest acquire on.
-        let process = j.index().of_process(f.node, f.incarnation);
-        let before = &process[..process.partition_point(|c| c.id < f.invoked_before)];
-        let mine: Vec<&Call> = before
-            .iter()
-            .copied()
-            .filter(|c| {
-                c.run_id == *run_id
-                    && (c.lease.as_ref().is_some_and(|l| l.owner == f.owner)
-                        || (c.op == OpKind::Acquire && c.args.owner.as_deref() == Some(f.owner.as_str())))
-            })
-            .collect();
-        let from = mine.iter().rposition(|c| c.op == OpKind::Acquire && c.outcome.is_ok()).unwrap_or(0);
-        let tenure = &mine[from..];
+        let tenure = tenure_before(j, f, run_id);
         let last_settle = tenure
             .iter()
             .rfind(|c| c.op == OpKind::Append && entry_of(c).as_ref().and_then(settle_status).is_some());
@@ -334,6 +322,89 @@ fn settle_failures_reach_the_handle(j: &Judged, out: &mut Vec<Witness>) {
                 call: Some(c.id),
             });
         }
+    }
+}
+
+/// The calls of `run` by the identity of fact `f` (its own lease, or its acquires) made before
+/// the fact, from that identity's latest granted acquire of the run on: the segment whose
+/// outcome the fact reports.
+fn tenure_before<'h>(j: &Judged<'h>, f: &Fact, run: &str) -> Vec<&'h Call> {
+    let process = j.index().of_process(f.node, f.incarnation);
+    let before = &process[..process.partition_point(|c| c.id < f.invoked_before)];
+    let mine: Vec<&Call> = before
+        .iter()
+        .copied()
+        .filter(|c| {
+            c.run_id == run
+                && (c.lease.as_ref().is_some_and(|l| l.owner == f.owner)
+                    || (c.op == OpKind::Acquire && c.args.owner.as_deref() == Some(f.owner.as_str())))
+        })
+        .collect();
+    let from = mine.iter().rposition(|c| c.op == OpKind::Acquire && c.outcome.is_ok()).unwrap_or(0);
+    mine[from..].to_vec()
+}
+
+pub const SETTLE_REJECTIONS_FOLLOW_THE_TABLE: Property = Property {
+    name: "settle_rejections_follow_the_table",
+    expectation: Expectation::Always,
+    claim: "A segment's handle rejects with a settle failure only as docs/engine-model.md 3.4 says: SupersededError when its run_settle append was refused lease_held, SettlementError when that append was refused otherwise or its terminal meta write was refused with anything but lease_held (which is swallowed).",
+    not_checked: "Segments whose process died (no outcome); runs no engine actor started; rejections other than the two settle failures.",
+    check: settle_rejections_follow_the_table,
+};
+
+/// The words of the engine's two settle failures (`SupersededError`, `SettlementError`).
+const SUPERSEDED_AT_SETTLE: &str = "superseded while settling";
+const SETTLEMENT_FAILED: &str = "settlement of run";
+
+fn settle_rejections_follow_the_table(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    for f in &j.history.facts {
+        let FactKind::Failed { run_id, error, .. } = &f.kind else { continue };
+        let superseded = error.contains(SUPERSEDED_AT_SETTLE);
+        if !runs.contains(run_id.as_str()) || !(superseded || error.contains(SETTLEMENT_FAILED)) {
+            continue;
+        }
+        let tenure = tenure_before(j, f, run_id);
+        let settle = tenure
+            .iter()
+            .rfind(|c| c.op == OpKind::Append && entry_of(c).as_ref().and_then(settle_status).is_some());
+        let meta = tenure
+            .iter()
+            .rfind(|c| c.op == OpKind::PutMeta && meta_of(c).is_some_and(|m| m.status != Status::Running));
+        let settle_code = settle.and_then(|c| c.outcome.refusal());
+        let meta_code = meta.and_then(|c| c.outcome.refusal());
+        let (why, at) = if superseded {
+            match settle_code {
+                Some("lease_held") => continue,
+                Some(code) => (
+                    format!("its run_settle append was refused {code}, not lease_held: a settlement failure"),
+                    settle,
+                ),
+                None => ("no run_settle append of it was refused lease_held".to_string(), settle.or(meta)),
+            }
+        } else {
+            match (settle_code, meta_code) {
+                (Some("lease_held"), _) => {
+                    ("its run_settle append was refused lease_held: superseded".to_string(), settle)
+                }
+                (Some(_), _) => continue,
+                (None, Some(code)) if code != "lease_held" => continue,
+                (None, Some(_)) => (
+                    "its only refused settle write was the terminal meta write, refused lease_held, which the engine swallows".to_string(),
+                    meta,
+                ),
+                (None, None) => ("no settle write of it was refused".to_string(), settle.or(meta)),
+            }
+        };
+        out.push(Witness {
+            witness: format!(
+                "run {run_id}: {}'s segment rejected at t={} ({error}) but {why}",
+                f.owner,
+                t(f.at_ns)
+            ),
+            op: at.map(|c| c.op.as_str()),
+            call: at.map(|c| c.id),
+        });
     }
 }
 
@@ -826,6 +897,50 @@ mod tests {
         h.meta(0, Some(&b), "r", RunStatus::Ok, 2);
         settled(&mut h, "a", "ok");
         assert!(h.judge("settle_failures_reach_the_handle").is_empty());
+    }
+
+    #[test]
+    fn a_settle_rejection_the_table_does_not_give_is_caught() {
+        const P: &str = "settle_rejections_follow_the_table";
+        let reject = |h: &mut HistoryBuilder, error: &str| {
+            h.fact(0, "a", FactKind::Failed { run_id: "r".into(), what: "run".into(), error: error.into() })
+        };
+        let superseded = "run r superseded while settling ok";
+        let settlement = |stage: &str| format!("settlement of run r (ok) failed at {stage}: store: busy");
+        // The settle append refused: lease_held is superseded, anything else a settlement error.
+        for (code, error, lawful) in [
+            ("lease_held", superseded.to_string(), true),
+            ("busy", settlement("run-settle"), true),
+            ("busy", superseded.to_string(), false),
+            ("lease_held", settlement("run-settle"), false),
+        ] {
+            let mut h = HistoryBuilder::engine_run();
+            let a = h.acquire(0, "a", "r", 1);
+            h.append(0, &a, "r", settle(1, "ok"));
+            h.refuse_last(code);
+            reject(&mut h, &error);
+            assert_eq!(h.judge(P).is_empty(), lawful, "{code} {error}: {:?}", h.judge(P));
+        }
+        // The settle applied and the terminal meta write refused: busy is a settlement error;
+        // lease_held is swallowed, so neither rejection is the table's.
+        for (code, error, lawful) in [
+            ("busy", settlement("meta"), true),
+            ("lease_held", settlement("meta"), false),
+            ("lease_held", superseded.to_string(), false),
+        ] {
+            let mut h = HistoryBuilder::engine_run();
+            let a = h.acquire(0, "a", "r", 1);
+            h.append(0, &a, "r", settle(1, "ok"));
+            h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
+            h.refuse_last(code);
+            reject(&mut h, &error);
+            let v = h.judge(P);
+            assert_eq!(v.is_empty(), lawful, "{code} {error}: {v:?}");
+        }
+        // Other rejections are not judged.
+        let mut h = HistoryBuilder::engine_run();
+        reject(&mut h, "configuration error: run r already has a live segment in this engine");
+        assert!(h.judge(P).is_empty());
     }
 
     #[test]
