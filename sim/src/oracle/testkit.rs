@@ -174,6 +174,19 @@ pub mod engine {
             c.seen_at = Some(order + 1);
             self.h.calls.push(c);
         }
+        /// A successful meta read of `run` by `actor` (not a mutation: it sees every mutation
+        /// so far).
+        pub fn read_meta(&mut self, node: u32, actor: &str, run: &str) {
+            self.now_ms += 1;
+            let mut c = super::call(self.h.calls.len(), OpKind::GetMeta);
+            c.node = node;
+            c.run_id = run.into();
+            c.args.actor = Some(actor.into());
+            c.invoked_ns = self.now_ms as u64 * 1_000_000;
+            c.returned_ns = Some(c.invoked_ns);
+            c.seen_at = Some(self.h.applied_count);
+            self.h.calls.push(c);
+        }
         pub fn acquire(&mut self, node: u32, owner: &str, run: &str, epoch: u64) -> Lease {
             let l = lease(run, owner, epoch);
             let args = Args { owner: Some(owner.into()), ..Args::default() };

@@ -261,9 +261,11 @@ fn deleted_run_stays_deleted(j: &Judged, out: &mut Vec<Witness>) {
         return;
     }
     // When each run's host asked for it (a submission or an explicit resume), by apply count.
-    // A resume asks as of the reads it prepares from: a resume decided before a deletion
-    // whose reads saw the deletion resumes the run as it is then (a user's retry of a run
-    // that is gone), so its intent counts from what those reads saw.
+    // A resume asks as of the read it prepares from, its first meta read: a resume decided
+    // before a deletion whose prepare saw the deletion resumes the run as it is then (a
+    // user's retry of a run that is gone), so its intent counts from what that read saw. Its
+    // re-read under the lease does not move the intent: a run that vanished since the prepare
+    // is refused (docs/engine-model.md 1.2 and P), not brought back.
     let mut intents: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for f in &j.history.facts {
         match &f.kind {
@@ -289,8 +291,7 @@ fn deleted_run_stays_deleted(j: &Judged, out: &mut Vec<Witness>) {
                     .iter()
                     .filter(mine)
                     .filter(|c| c.op == OpKind::GetMeta && c.id < first_write && c.outcome.is_ok())
-                    .filter_map(|c| c.seen_at)
-                    .max();
+                    .find_map(|c| c.seen_at);
                 intents
                     .entry(run_id)
                     .or_default()
@@ -416,6 +417,26 @@ mod tests {
         let b = h.acquire(2, "host", "r", 2);
         h.meta(2, Some(&b), "r", RunStatus::Running, 1);
         assert!(h.judge("deleted_run_stays_deleted").is_empty());
+
+        // A retry that prepared from the run as it was, before the delete, and wrote it after
+        // the delete although its re-read under the lease saw it gone: a ghost. The same retry
+        // whose prepare already saw it gone resumes a run that is gone, as the user asked.
+        for (prepared_before, caught) in [(true, true), (false, false)] {
+            let mut h = HistoryBuilder::engine_run();
+            let a = h.acquire(0, "a", "r", 1);
+            h.meta(0, Some(&a), "r", RunStatus::Error, 1);
+            h.fact(2, "host", FactKind::Resumed { run_id: "r".into(), workflow: "happy".into() });
+            if prepared_before {
+                h.read_meta(2, "host", "r");
+            }
+            h.delete(0, Some(&a), "r");
+            h.read_meta(2, "host", "r");
+            let b = h.acquire(2, "host", "r", 2);
+            h.read_meta(2, "host", "r");
+            h.meta(2, Some(&b), "r", RunStatus::Running, 1);
+            let v = h.judge("deleted_run_stays_deleted");
+            assert_eq!(v.len(), usize::from(caught), "prepared before the delete: {prepared_before}: {v:?}");
+        }
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! (a resolution or abandon) goes to an open suspension, once, as a terminal goes to a live
 //! dispatch, once; an await suspends once while its suspension is open; and a terminal
 //! says how its dispatch ended (`cancelled` by a cancel, `error` by failed work); and an
-//! engine refuses a start as a second live segment only while one of its own is in flight.
+//! engine refuses a start as a second live segment only while one of its own is in flight;
+//! and a dangling dispatch is picked up under its own running entry, never replaced.
 //!
 //! Each property is judged from the apply-ordered history and the engine facts, under the
 //! holder and generation rules of [`super`].
@@ -616,6 +617,57 @@ fn terminals_say_how_dispatches_ended(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const A_DANGLING_DISPATCH_IS_PICKED_UP: Property = Property {
+        name: "a_dangling_dispatch_is_picked_up",
+        expectation: Expectation::Always,
+        claim: "A new dispatch of an op (an applied running entry of its kind and key) opens only when that op's latest running entry in the journal already has its terminal: a dangling dispatch is redispatched under its own running entry, from its checkpoint (docs/engine-model.md 4.1, 4.4), never replaced by a fresh one that pays its checkpointed turns again.",
+        not_checked: "Appends the store did not apply (a lost running append is judged as the journal holds it); runs no engine actor started.",
+        check: a_dangling_dispatch_is_picked_up,
+};
+
+fn a_dangling_dispatch_is_picked_up(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    // Per run: the dispatches with no terminal yet, by running seq: (kind, key, its append).
+    let mut open: BTreeMap<&str, BTreeMap<u64, (String, String, &Call)>> = BTreeMap::new();
+    for &c in j.applied.iter().filter(|c| runs.contains(c.run_id.as_str())) {
+        match c.op {
+            OpKind::Delete => {
+                open.remove(c.run_id.as_str());
+            }
+            OpKind::Append => {
+                let Some(e) = entry_of(c).filter(is_dispatch) else { continue };
+                let run = open.entry(c.run_id.as_str()).or_default();
+                if e.status != "running" {
+                    if let Some(r) = e.ref_seq {
+                        run.remove(&r);
+                    }
+                    continue;
+                }
+                let dangling = run.iter().find(|(_, (kind, key, _))| *kind == e.kind && *key == e.key);
+                if let Some((seq, (_, _, w))) = dangling {
+                    out.push(Witness {
+                        witness: format!(
+                            "run {}: {}'s running entry seq {} at t={} opened a new dispatch of {} {} while the dispatch {}'s append opened at seq {seq} (t={}) had no terminal",
+                            c.run_id,
+                            who(c),
+                            e.seq,
+                            t(Judged::applied_ns(c)),
+                            e.kind,
+                            e.key,
+                            who(w),
+                            t(Judged::applied_ns(w))
+                        ),
+                        op: Some(c.op.as_str()),
+                        call: Some(c.id),
+                    });
+                }
+                run.insert(e.seq, (e.kind.clone(), e.key.clone(), c));
+            }
+            _ => {}
+        }
+    }
+}
+
 pub const A_LIVE_REFUSAL_HAS_A_LIVE_SEGMENT: Property = Property {
         name: "a_live_refusal_has_a_live_segment",
         expectation: Expectation::Always,
@@ -714,6 +766,40 @@ mod tests {
     use serde_json::json;
 
     use crate::oracle::testkit::engine::*;
+
+    #[test]
+    fn a_dangling_dispatch_replaced_by_a_fresh_one_is_caught() {
+        let p = "a_dangling_dispatch_is_picked_up";
+        // Dispatch 1 ended error; dispatch 2 (its rerun) dangles after a crash; the next holder
+        // opens dispatch 3 instead of picking 2 up.
+        let run = |pick_up: bool| {
+            let mut h = HistoryBuilder::engine_run();
+            let a = h.acquire(0, "w", "r", 1);
+            h.append(0, &a, "r", op_entry(1, "agent", "op:0:one", "running", None));
+            h.append(0, &a, "r", op_entry(2, "agent", "op:0:one", "error", Some(1)));
+            h.append(0, &a, "r", op_entry(3, "agent", "op:0:one", "running", None));
+            let b = h.acquire(1, "w2", "r", 2);
+            if pick_up {
+                h.append(1, &b, "r", op_entry(4, "agent", "op:0:one", "ok", Some(3)));
+            } else {
+                h.append(1, &b, "r", op_entry(4, "agent", "op:0:one", "running", None));
+            }
+            h.judge(p)
+        };
+        assert!(run(true).is_empty());
+        let v = run(false);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("had no terminal"), "{}", v[0].witness);
+        // Another op's dispatch, and a dispatch after a delete, are new ones.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "w", "r", 1);
+        h.append(0, &a, "r", op_entry(1, "agent", "op:0:one", "running", None));
+        h.append(0, &a, "r", op_entry(2, "agent", "op:1:two", "running", None));
+        h.delete(0, Some(&a), "r");
+        let b = h.acquire(0, "w", "r", 2);
+        h.append(0, &b, "r", op_entry(0, "agent", "op:0:one", "running", None));
+        assert!(h.judge(p).is_empty());
+    }
 
     #[test]
     fn a_live_refusal_with_no_segment_in_flight_is_caught() {
