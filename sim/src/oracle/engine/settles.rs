@@ -293,13 +293,7 @@ fn settle_failures_reach_the_handle(j: &Judged, out: &mut Vec<Witness>) {
             continue;
         }
         let Some(settled) = Status::from_word(status) else { continue };
-        let tenure = tenure_before(j, f, run_id);
-        let last_settle = tenure
-            .iter()
-            .rfind(|c| c.op == OpKind::Append && entry_of(c).as_ref().and_then(settle_status).is_some());
-        let last_meta = tenure
-            .iter()
-            .rfind(|c| c.op == OpKind::PutMeta && meta_of(c).is_some_and(|m| m.status == settled));
+        let (last_settle, last_meta) = settle_writes(&tenure_before(j, f, run_id), |s| s == settled);
         // A refused settle append rejects the handle whatever the code; a refused meta write
         // resolves it only when a successor holds the run.
         let failed = match (last_settle, last_meta) {
@@ -344,6 +338,19 @@ fn tenure_before<'h>(j: &Judged<'h>, f: &Fact, run: &str) -> Vec<&'h Call> {
     mine[from..].to_vec()
 }
 
+/// A tenure's last run_settle append, and its last meta write whose status `meta_is` accepts.
+fn settle_writes<'h>(
+    tenure: &[&'h Call],
+    meta_is: impl Fn(Status) -> bool,
+) -> (Option<&'h Call>, Option<&'h Call>) {
+    let settle = tenure
+        .iter()
+        .rfind(|c| c.op == OpKind::Append && entry_of(c).as_ref().and_then(settle_status).is_some());
+    let meta =
+        tenure.iter().rfind(|c| c.op == OpKind::PutMeta && meta_of(c).is_some_and(|m| meta_is(m.status)));
+    (settle.copied(), meta.copied())
+}
+
 pub const SETTLE_REJECTIONS_FOLLOW_THE_TABLE: Property = Property {
     name: "settle_rejections_follow_the_table",
     expectation: Expectation::Always,
@@ -364,13 +371,7 @@ fn settle_rejections_follow_the_table(j: &Judged, out: &mut Vec<Witness>) {
         if !runs.contains(run_id.as_str()) || !(superseded || error.contains(SETTLEMENT_FAILED)) {
             continue;
         }
-        let tenure = tenure_before(j, f, run_id);
-        let settle = tenure
-            .iter()
-            .rfind(|c| c.op == OpKind::Append && entry_of(c).as_ref().and_then(settle_status).is_some());
-        let meta = tenure
-            .iter()
-            .rfind(|c| c.op == OpKind::PutMeta && meta_of(c).is_some_and(|m| m.status != Status::Running));
+        let (settle, meta) = settle_writes(&tenure_before(j, f, run_id), |s| s != Status::Running);
         let settle_code = settle.and_then(|c| c.outcome.refusal());
         let meta_code = meta.and_then(|c| c.outcome.refusal());
         let (why, at) = if superseded {
