@@ -221,7 +221,10 @@ pub static QUEUE_SOLO: EngineScenario = EngineScenario {
         required("parked_run_resumed_by_its_parker", PARKER_SOLO),
         required("retries_of_one_run_raced", RACING_SOLO),
         required("answer_redelivered_refused", REDELIVERED_SOLO),
-        required("retention_deleted_a_run", 500),
+        // Under its rule over the meta (a completed run of more than one segment is kept),
+        // retention deletes a run in 526 per mille of seeds 0..500, down from 816 under the
+        // id-only rule; 400 keeps a margin at 200-seed sweeps.
+        required("retention_deleted_a_run", 400),
         required("resume_under_another_workflow_refused", 40),
     ],
     ..QUEUE
