@@ -680,21 +680,21 @@ pub const A_LIVE_REFUSAL_HAS_A_LIVE_SEGMENT: Property = Property {
 const LIVE_REFUSAL: &str = "already has a live segment";
 
 fn a_live_refusal_has_a_live_segment(j: &Judged, out: &mut Vec<Witness>) {
-    // Per (engine, run): the starts reported and not yet ended, with the last one's time.
-    let mut open: BTreeMap<(&str, &str), Vec<u64>> = BTreeMap::new();
+    // Per (engine, run): how many starts it reported that have not yet ended.
+    let mut open: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for f in &j.history.facts {
         let owner = f.owner.as_str();
         match &f.kind {
             FactKind::Submitted { run_id, .. } | FactKind::Resumed { run_id, .. } => {
-                open.entry((owner, run_id.as_str())).or_default().push(f.at_ns);
+                *open.entry((owner, run_id.as_str())).or_default() += 1;
             }
             FactKind::Settled { run_id, .. } | FactKind::Failed { run_id, .. } => {
                 let Some(starts) = open.get_mut(&(owner, run_id.as_str())) else { continue };
                 // This outcome ends one start (outcomes end the starts in any order: the
                 // count is what matters).
-                starts.pop();
+                *starts = starts.saturating_sub(1);
                 let FactKind::Failed { error, .. } = &f.kind else { continue };
-                if error.contains(LIVE_REFUSAL) && starts.is_empty() {
+                if error.contains(LIVE_REFUSAL) && *starts == 0 {
                     out.push(Witness {
                         witness: format!(
                             "{owner} at t={} refused to start run {run_id} as already live, but every segment of it that engine started had ended: {error}",
