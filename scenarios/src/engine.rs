@@ -421,11 +421,11 @@ fn run_id(kind: &str, i: usize) -> String {
     }
 }
 
-/// `queue-solo`'s retention: `tmp-` runs once terminal, except one that completed in
-/// more than one segment (a retry or a takeover), kept for inspection. (`queue` keeps the
-/// id-only rule: its stored explore findings replay windows the id-only rule's timing opens.) A host may rerun a
-/// listed `tmp-` run that settled `error` to completion before the worker's lease, so the
-/// worker must apply its predicate again to the meta it reads under that lease.
+/// `queue-solo`'s retention: `tmp-` runs once terminal, except one that completed in more
+/// than one segment (a retry or a takeover), kept for inspection. A host may rerun a listed
+/// `tmp-` run that settled `error` to completion before the worker's lease, so the worker
+/// must apply its predicate again to the meta it reads under that lease. (`queue` keeps the
+/// id-only rule: its stored explore findings replay windows that rule's timing opens.)
 const KEEP_RETRIED: RetentionRule = RetentionRule { id_prefix: "tmp-", keep_completed_retried: true };
 
 /// `queue`'s and the targeted scenarios' retention: every terminal `tmp-` run.
