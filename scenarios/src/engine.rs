@@ -59,6 +59,12 @@ pub enum Focus {
     StaleCheckpoint,
     /// The retention cascade stalls past the ttl while hosts retry terminal runs.
     StaleRetention,
+    /// Host deletion cascades cut at every step (a crash after a blob delete or the deletion
+    /// record commits, at the engine points around the blob deletes; a contended record put,
+    /// blob delete or journal delete), over runs left terminal mid-agent (a contended or
+    /// crashed checkpoint save), while other hosts' retries stall between their prepare and
+    /// their acquire.
+    CutCascade,
 }
 
 /// An engine scenario: its actors' mix and its fault focus.
@@ -317,6 +323,42 @@ pub static F4_STALE_RETENTION: EngineScenario = EngineScenario {
     ],
 };
 
+/// Share (per mille) of `delete-cuts` seeds in which a resume is asked for a half-deleted
+/// run (measured below).
+const CUT_RETRIED: u32 = 100;
+
+/// The deletion cascade's kill points and its retries (docs/engine-model.md 6.1): hosts delete
+/// their terminal runs and retry them, any host any run, with faults at the cascade's writes.
+/// Reaches, without a bug in mind, the windows stop 51's deletion record exists for: a retry
+/// of a run whose cascade was cut after it deleted a checkpoint, and a retry that prepared
+/// before a cascade began and acquires after it was cut.
+pub static DELETE_CUTS: EngineScenario = EngineScenario {
+    name: "delete-cuts",
+    describe: "hosts delete and retry runs left terminal mid-agent (checkpoints saved), the deletion cascade cut by crashes and contended writes at every step, retries racing it",
+    nodes: (2, 3),
+    runs: (2, 4),
+    workflows: &["pipeline", "limit"],
+    tmp_per_mille: 0,
+    retry_per_mille: 700,
+    focus: Focus::CutCascade,
+    key_points: &[FaultPoint::EngineDeleteBeforeBlobs, FaultPoint::EngineDeleteAfterBlobs],
+    labels: false,
+    repairs: false,
+    host_deletes: true,
+    stops: true,
+    solo_worker: false,
+    retention: BY_ID,
+    retention_on_even_nodes: false,
+    wrong_workflows: false,
+    retry_any: true,
+    redeliveries: false,
+    coverage: &[
+        required("busy_met", 300),
+        required("crash_after_commit", 100),
+        required("cut_cascade_then_retried", CUT_RETRIED),
+    ],
+};
+
 /// One run of the workload.
 #[derive(Clone, Debug)]
 pub struct RunSpec {
@@ -502,6 +544,27 @@ impl EngineScenario {
                 ],
                 vec![EngineDispatchAfterRunning],
             ),
+            Focus::CutCascade => (
+                vec![
+                    EngineDeleteBeforeBlobs,
+                    EngineDeleteAfterBlobs,
+                    SqliteBlobPutBeforeBegin,
+                    SqliteBlobPutAfterCommit,
+                    SqliteBlobDeleteBeforeBegin,
+                    SqliteBlobDeleteAfterCommit,
+                    SqliteDeleteBeforeBegin,
+                    EngineCheckpointAfterPut,
+                    SqliteAcquireBeforeBegin,
+                    SqliteBlobGetBeforeRead,
+                ],
+                vec![
+                    EngineDeleteBeforeBlobs,
+                    EngineDeleteAfterBlobs,
+                    SqliteBlobPutAfterCommit,
+                    SqliteBlobDeleteAfterCommit,
+                    EngineCheckpointAfterPut,
+                ],
+            ),
         }
     }
 }
@@ -535,7 +598,17 @@ impl Scenario for EngineScenario {
         let profile = FaultProfile::at(points).occurrences(60).clocks(20, 200);
         // Stalls past the ttl run up to 3x it: long enough for a successor to take over and
         // get turns ahead.
-        if focused {
+        if self.focus == Focus::CutCascade {
+            // Most firings before a write are a real `SQLITE_BUSY` (a cut at that write),
+            // stalls are short or past the ttl (a retry held between its prepare and its
+            // acquire while a cascade runs and is cut), crashes only at the cut points.
+            profile
+                .active(500, 1000)
+                .fire(50, 250)
+                .stalls((300, 700), (200, 600), 300)
+                .crashes(50, 300, crash_points)
+                .contends(300, 800)
+        } else if focused {
             profile.active(500, 1000).fire(50, 300).stalls((500, 900), (400, 900), 300).crashes(
                 0,
                 200,

@@ -24,5 +24,6 @@ pub fn catalog() -> Vec<&'static dyn Scenario> {
         &engine::F1_STALE_SETTLE,
         &engine::F2_STALE_CHECKPOINT,
         &engine::F4_STALE_RETENTION,
+        &engine::DELETE_CUTS,
     ]
 }

@@ -114,6 +114,11 @@ pub const GOALS: &[Goal] = &[
         check: retention_deleted_a_run,
     },
     Goal {
+        name: "cut_cascade_then_retried",
+        claim: "A resume was asked for a run whose deletion cascade had applied a write (its deletion record, or a blob delete after the process's `engine.delete.before_blobs` or `worker.retention.after_acquire` point on the run) and whose journal delete had not applied since: the resume met a half-deleted run, which completed_dispatch_never_repaid, checkpoint_never_regresses and deleted_run_stays_deleted judge.",
+        check: cut_cascade_then_retried,
+    },
+    Goal {
         name: "census_listed_a_run_with_no_entry",
         claim: "A whole-catalog census listed a run whose journal, by the serial history at the listing, held no entry (a run booted before its first append, or whose first dispatch died): audits_follow_the_decision_table had such a run to see reported.",
         check: census_listed_a_run_with_no_entry,
@@ -329,6 +334,50 @@ fn retention_deleted_a_run(j: &Judged) -> bool {
     })
 }
 
+fn cut_cascade_then_retried(j: &Judged) -> bool {
+    // The order of every cascade write that applied, per run.
+    let mut cascade: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    let mut deletes: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for &c in &j.applied {
+        let Some(order) = c.applied.as_ref().map(|a| a.order) else { continue };
+        let run = c.run_id.as_str();
+        let of_cascade = match c.op {
+            OpKind::Delete => {
+                deletes.entry(run).or_default().push(order);
+                false
+            }
+            // A bare ref is the run's deletion record: only a cascade writes one.
+            OpKind::BlobPut => c.args.blob_ref.as_deref().is_some_and(|r| !r.contains('/')),
+            OpKind::BlobDelete => j
+                .history
+                .marks
+                .iter()
+                .rev()
+                .find(|m| {
+                    (m.node, m.incarnation) == (c.node, c.incarnation)
+                        && m.run_id == run
+                        && m.applied_before <= order
+                })
+                .is_some_and(|m| {
+                    matches!(m.point, "engine.delete.before_blobs" | "worker.retention.after_acquire")
+                }),
+            _ => false,
+        };
+        if of_cascade {
+            cascade.entry(run).or_default().push(order);
+        }
+    }
+    j.history.facts.iter().any(|f| {
+        let FactKind::Resumed { run_id, .. } = &f.kind else { return false };
+        let run = run_id.as_str();
+        let Some(&cut) = cascade.get(run).and_then(|v| v.iter().rev().find(|&&o| o < f.applied_before))
+        else {
+            return false;
+        };
+        !deletes.get(run).is_some_and(|d| d.iter().any(|&o| o > cut && o < f.applied_before))
+    })
+}
+
 fn census_listed_a_run_with_no_entry(j: &Judged) -> bool {
     let (calls, ix) = (&j.history.calls, j.index());
     j.history.facts.iter().filter(|f| matches!(f.kind, FactKind::Census { .. })).any(|f| {
@@ -350,7 +399,7 @@ fn census_listed_a_run_with_no_entry(j: &Judged) -> bool {
 mod tests {
     use store::RunStatus;
 
-    use crate::history::FactKind;
+    use crate::history::{Args, FactKind, OpKind};
     use crate::oracle::model::Judged;
     use crate::oracle::testkit::engine::*;
     use crate::oracle::Expect;
@@ -445,6 +494,62 @@ mod tests {
         mark(&mut h, 0, "r");
         assert!(!met(&h, goal), "the point, but no delete after it");
         h.delete(0, None, "r");
+        assert!(met(&h, goal));
+    }
+
+    #[test]
+    fn a_cut_cascade_then_retried_is_met_only_for_a_cascade_write_no_delete_finished() {
+        let goal = "cut_cascade_then_retried";
+        let resumed = |h: &mut HistoryBuilder| {
+            h.fact(1, "host", FactKind::Resumed { run_id: "r".into(), workflow: "happy".into() })
+        };
+        let cascade = |record: bool| {
+            let mut h = HistoryBuilder::engine_run();
+            let l = h.acquire(0, "host", "r", 1);
+            h.meta(0, Some(&l), "r", RunStatus::Error, 1);
+            h.ckpt(0, &l, "r", 1, 1);
+            if record {
+                h.push(
+                    0,
+                    OpKind::BlobPut,
+                    "r",
+                    Some(l.clone()),
+                    Args { blob_ref: Some("r".into()), bytes: Some(vec![]), ..Args::default() },
+                    None,
+                );
+            }
+            h.mark(0, "engine.delete.before_blobs", "r", Some(1));
+            h.blob_delete(0, Some(&l), "r", "r/ckpt/1");
+            (h, l)
+        };
+        let (mut h, _) = cascade(false);
+        assert!(!met(&h, goal), "no resume yet");
+        resumed(&mut h);
+        assert!(met(&h, goal), "a blob delete of the cascade, no journal delete, then a resume");
+        let (mut h, l) = cascade(true);
+        h.delete(0, Some(&l), "r");
+        resumed(&mut h);
+        assert!(!met(&h, goal), "the cascade finished before the resume");
+        // A prune's blob delete is no cascade.
+        let mut h = HistoryBuilder::engine_run();
+        let l = h.acquire(0, "op", "r", 1);
+        h.ckpt(0, &l, "r", 1, 1);
+        h.mark(0, "engine.delete.before_blobs", "r", Some(1));
+        h.mark(0, "engine.prune.before_delete", "r", Some(1));
+        h.blob_delete(0, Some(&l), "r", "r/ckpt/1");
+        resumed(&mut h);
+        assert!(!met(&h, goal), "the nearest point is the prune's");
+        // The deletion record alone is a cascade write.
+        let mut h = HistoryBuilder::engine_run();
+        h.push(
+            0,
+            OpKind::BlobPut,
+            "r",
+            None,
+            Args { blob_ref: Some("r".into()), bytes: Some(vec![]), ..Args::default() },
+            None,
+        );
+        resumed(&mut h);
         assert!(met(&h, goal));
     }
 

@@ -247,6 +247,11 @@ pub mod engine {
             let args = Args { blob_ref: Some(r), bytes: Some(bytes), ..Args::default() };
             self.push(node, OpKind::BlobPut, run, Some(l.clone()), args, None);
         }
+        /// A blob delete of `blob_ref` (of run `run`) that applied.
+        pub fn blob_delete(&mut self, node: u32, l: Option<&Lease>, run: &str, blob_ref: &str) {
+            let args = Args { blob_ref: Some(blob_ref.into()), ..Args::default() };
+            self.push(node, OpKind::BlobDelete, run, l.cloned(), args, None);
+        }
         pub fn delete(&mut self, node: u32, l: Option<&Lease>, run: &str) {
             self.push(node, OpKind::Delete, run, l.cloned(), Args::default(), None);
             self.fin.entries.remove(run);
