@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use super::super::contract::run_of_ref;
+use super::super::contract::{run_of_ref, MetaView};
 use super::super::model::{t, walk_grants, who, Judged};
 use super::super::{Expectation, Property, Witness};
 use super::*;
@@ -340,6 +340,116 @@ fn deleted_run_stays_deleted(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+/// A put of the run's deletion record: the bare ref `<run>` (docs/engine-model.md 6.1).
+fn is_deletion_record(c: &Call) -> bool {
+    c.op == OpKind::BlobPut && c.args.blob_ref.as_deref() == Some(c.run_id.as_str())
+}
+
+pub const DELETION_RECORD_PRECEDES_BLOB_DELETES: Property = Property {
+        name: "deletion_record_precedes_blob_deletes",
+        expectation: Expectation::Always,
+        claim: "A deletion cascade that writes the run's deletion record (the bare ref `<run>`) writes it before its first blob delete: no blob of the run that the same identity deleted after its last listing of the run's blobs applied before the record (docs/engine-model.md 6.1: a cascade cut from the record on leaves a run no resume boots; one cut before it must have deleted nothing).",
+        not_checked: "Cascades that write no record (profiles without the deletion record: nothing to judge); blob deletes of another identity of the process, or before the cascade's listing (a prune's).",
+        check: deletion_record_precedes_blob_deletes,
+};
+
+fn deletion_record_precedes_blob_deletes(j: &Judged, out: &mut Vec<Witness>) {
+    let calls = &j.history.calls;
+    let same = |a: &Call, b: &Call| {
+        (a.node, a.incarnation) == (b.node, b.incarnation)
+            && a.args.actor == b.args.actor
+            && a.run_id == b.run_id
+    };
+    for &w in j.applied.iter().filter(|c| is_deletion_record(c)) {
+        // The cascade's listing: the identity's last blob listing of the run invoked before it.
+        let Some(list) = calls[..w.id].iter().rev().find(|c| c.op == OpKind::BlobList && same(c, w)) else {
+            continue;
+        };
+        let early = j
+            .applied
+            .iter()
+            .find(|&&d| d.op == OpKind::BlobDelete && same(d, w) && d.id > list.id && order(d) < order(w));
+        if let Some(d) = early {
+            out.push(Witness {
+                witness: format!(
+                    "{}'s deletion cascade of run {} deleted blob {} at t={} before writing the run's deletion record at t={}: a cascade cut between the two leaves a run with blobs gone and no record, which a resume boots",
+                    who(w),
+                    w.run_id,
+                    d.args.blob_ref.as_deref().unwrap_or("?"),
+                    t(Judged::applied_ns(d)),
+                    t(Judged::applied_ns(w)),
+                ),
+                op: Some(d.op.as_str()),
+                call: Some(d.id),
+            });
+        }
+    }
+}
+
+pub const NO_BOOT_OF_A_RECORDED_GENERATION: Property = Property {
+        name: "no_boot_of_a_recorded_generation",
+        expectation: Expectation::Always,
+        claim: "Once a run's deletion record (the bare ref `<run>`) names the generation of its meta (the meta's `genesis`; an empty record names a meta without one), no segment booted under a lease granted after that writes a meta raising the run's segments (docs/engine-model.md 6.1: a resume refuses such a run before any write, both of an owned resume's reads check the record, and only a deletion finishes it).",
+        not_checked: "Profiles that write no deletion record (nothing to judge); a boot under a lease granted before the record applied (the resume's reads came before it: the cascade's lease is what fences that race); a meta or record the oracle cannot read.",
+        check: no_boot_of_a_recorded_generation,
+};
+
+fn no_boot_of_a_recorded_generation(j: &Judged, out: &mut Vec<Witness>) {
+    let mut meta: BTreeMap<&str, MetaView> = BTreeMap::new();
+    let mut record: BTreeMap<&str, &Call> = BTreeMap::new();
+    // Per (run, epoch) granted while a record named the meta's generation: that record, and
+    // the meta's segments at the grant.
+    let mut marked: BTreeMap<(&str, u64), (&Call, u64)> = BTreeMap::new();
+    for &c in &j.applied {
+        let run = c.run_id.as_str();
+        match c.op {
+            OpKind::BlobPut if is_deletion_record(c) => {
+                record.insert(run, c);
+            }
+            OpKind::Delete => {
+                meta.remove(run);
+            }
+            OpKind::Acquire => {
+                let Some(g) = &c.granted else { continue };
+                let named = match (meta.get(run), record.get(run)) {
+                    (Some(m), Some(r)) => (m.genesis.as_deref().unwrap_or_default().as_bytes()
+                        == r.args.bytes.as_deref().unwrap_or_default())
+                    .then(|| (*r, m.segments.unwrap_or(0))),
+                    _ => None,
+                };
+                match named {
+                    Some(n) => marked.insert((run, g.epoch.0), n),
+                    None => marked.remove(&(run, g.epoch.0)),
+                };
+            }
+            OpKind::PutMeta => {
+                let Some(m) = meta_of(c) else { continue };
+                let boot =
+                    c.lease.as_ref().filter(|l| l.run_id == run).and_then(|l| marked.get(&(run, l.epoch.0)));
+                if let Some(&(r, before)) = boot.filter(|(_, before)| m.segments.unwrap_or(0) > *before) {
+                    out.push(Witness {
+                        witness: format!(
+                            "{}'s meta write at t={} booted run {} (segments {} -> {}) under a lease granted after {}'s deletion record at t={} named its generation {:?}: a resume must refuse a run being deleted",
+                            who(c),
+                            t(Judged::applied_ns(c)),
+                            run,
+                            before,
+                            m.segments.unwrap_or(0),
+                            who(r),
+                            t(Judged::applied_ns(r)),
+                            String::from_utf8_lossy(r.args.bytes.as_deref().unwrap_or_default()),
+                        ),
+                        op: Some(c.op.as_str()),
+                        call: Some(c.id),
+                    });
+                }
+                meta.insert(run, m);
+            }
+            _ => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -456,6 +566,96 @@ mod tests {
         let v = h.judge("deleted_run_stays_deleted");
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].witness.contains("blob_put"), "{}", v[0].witness);
+    }
+
+    /// A cascade of run `r` by node 1's host: its blob listing, then (in `order`) its record
+    /// put and its blob delete of `r/ckpt/1`.
+    fn cascade(record_first: bool) -> HistoryBuilder {
+        use crate::history::{Args, OpKind};
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.meta_with(0, Some(&a), "r", RunStatus::Error, 1, serde_json::json!({"genesis": "g1"}));
+        h.ckpt(0, &a, "r", 1, 1);
+        h.push(1, OpKind::BlobList, "r", None, Args::default(), None);
+        let record = Args { blob_ref: Some("r".into()), bytes: Some(b"g1".to_vec()), ..Args::default() };
+        if record_first {
+            h.push(1, OpKind::BlobPut, "r", None, record.clone(), None);
+        }
+        h.blob_delete(1, None, "r", "r/ckpt/1");
+        if !record_first {
+            h.push(1, OpKind::BlobPut, "r", None, record, None);
+        }
+        h
+    }
+
+    #[test]
+    fn a_blob_delete_before_the_deletion_record_is_caught() {
+        let p = "deletion_record_precedes_blob_deletes";
+        assert!(cascade(true).judge(p).is_empty());
+        let v = cascade(false).judge(p);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("r/ckpt/1"), "{}", v[0].witness);
+        // Another node's blob delete (a prune elsewhere) is not this cascade's.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.ckpt(0, &a, "r", 1, 1);
+        h.push(1, crate::history::OpKind::BlobList, "r", None, Default::default(), None);
+        h.blob_delete(0, Some(&a), "r", "r/ckpt/1");
+        let args =
+            crate::history::Args { blob_ref: Some("r".into()), bytes: Some(vec![]), ..Default::default() };
+        h.push(1, crate::history::OpKind::BlobPut, "r", None, args, None);
+        assert!(h.judge(p).is_empty());
+    }
+
+    #[test]
+    fn a_boot_granted_after_the_record_named_its_generation_is_caught() {
+        let p = "no_boot_of_a_recorded_generation";
+        let boot = |h: &mut HistoryBuilder, genesis: &str| {
+            let b = h.acquire(2, "b", "r", 2);
+            h.meta_with(2, Some(&b), "r", RunStatus::Running, 2, serde_json::json!({"genesis": genesis}));
+        };
+        let mut h = cascade(true);
+        boot(&mut h, "g1");
+        let v = h.judge(p);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("\"g1\""), "{}", v[0].witness);
+        // Granted before the record: the race the cascade's lease fences, not the resume's.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.meta_with(0, Some(&a), "r", RunStatus::Error, 1, serde_json::json!({"genesis": "g1"}));
+        let b = h.acquire(2, "b", "r", 2);
+        let args = crate::history::Args {
+            blob_ref: Some("r".into()),
+            bytes: Some(b"g1".to_vec()),
+            ..Default::default()
+        };
+        h.push(1, crate::history::OpKind::BlobPut, "r", None, args, None);
+        h.meta_with(2, Some(&b), "r", RunStatus::Running, 2, serde_json::json!({"genesis": "g1"}));
+        assert!(h.judge(p).is_empty());
+        // A record of an older generation names nothing: the run was deleted and submitted anew.
+        let mut h = cascade(true);
+        let c = h.acquire(1, "a", "r", 2);
+        h.delete(1, Some(&c), "r");
+        let d = h.acquire(0, "a", "r", 3);
+        h.meta_with(0, Some(&d), "r", RunStatus::Error, 1, serde_json::json!({"genesis": "g2"}));
+        boot(&mut h, "g2");
+        assert!(h.judge(p).is_empty());
+        // A meta without a genesis is named by an empty record.
+        use crate::history::{Args, OpKind};
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.meta(0, Some(&a), "r", RunStatus::Error, 1);
+        h.push(
+            1,
+            OpKind::BlobPut,
+            "r",
+            None,
+            Args { blob_ref: Some("r".into()), bytes: Some(vec![]), ..Args::default() },
+            None,
+        );
+        let b = h.acquire(2, "b", "r", 2);
+        h.meta(2, Some(&b), "r", RunStatus::Running, 2);
+        assert_eq!(h.judge(p).len(), 1);
     }
 
     #[test]
