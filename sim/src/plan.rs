@@ -149,7 +149,38 @@ pub struct Knobs {
     pub cap_ms: u64,
 }
 
+/// The knobs a world runs with: a plan file or corpus entry outside these is refused
+/// ([`Knobs::check`]) before anything is drawn from it.
+pub const NODES_MAX: u32 = 64;
+pub const TTL_MS_MIN: u64 = 20;
+pub const TTL_MS_MAX: u64 = 3_600_000;
+pub const CAP_MS_MAX: u64 = 86_400_000;
+
 impl Knobs {
+    /// Refuse knobs no world can run: a node count outside `1..=NODES_MAX`, a ttl outside
+    /// `TTL_MS_MIN..=TTL_MS_MAX` (every stall and restart a plan draws is a share of the ttl,
+    /// and a crash restarts 20 ms to two ttls later, so a shorter ttl leaves a draw with no
+    /// range and a longer one stalls for days of virtual time), a cap outside
+    /// `1..=CAP_MS_MAX`.
+    pub fn check(&self) -> Result<(), String> {
+        if !(1..=NODES_MAX).contains(&self.nodes) {
+            return Err(format!("the plan's knobs name {} nodes; a world runs 1 to {NODES_MAX}", self.nodes));
+        }
+        if !(TTL_MS_MIN..=TTL_MS_MAX).contains(&self.ttl_ms) {
+            return Err(format!(
+                "the plan's knobs name a {} ms ttl; a world runs {TTL_MS_MIN} to {TTL_MS_MAX} ms",
+                self.ttl_ms
+            ));
+        }
+        if !(1..=CAP_MS_MAX).contains(&self.cap_ms) {
+            return Err(format!(
+                "the plan's knobs name a {} ms cap; a world runs 1 to {CAP_MS_MAX} ms",
+                self.cap_ms
+            ));
+        }
+        Ok(())
+    }
+
     /// The shrinker's usual smaller knobs: each node count from `min_nodes` below this one,
     /// then each `size` from 1 below this one, the rest unchanged.
     pub fn fewer_nodes_then_smaller_size(&self, min_nodes: u32) -> Vec<Knobs> {
@@ -606,6 +637,7 @@ impl Plan {
 
     /// The decisions as a lookup table.
     pub fn table(&self) -> Result<BTreeMap<(u32, FaultPoint, u32), Action>, String> {
+        self.knobs.check()?;
         if self.clocks.len() < self.knobs.nodes as usize {
             return Err(format!(
                 "the plan has {} clocks for {} nodes (one clock per node)",
@@ -683,6 +715,25 @@ fn signed(r: &mut impl Draw, bound: i64) -> i64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn knobs_no_world_can_run_are_refused_before_any_draw() {
+        let faults = FaultProfile::at(vec![FaultPoint::SqliteAppendBeforeBegin]);
+        let ok = Knobs { nodes: 2, ttl_ms: 250, size: 1, cap_ms: 1000 };
+        let plan = |knobs: Knobs| Plan::generate("s", "current", 1, knobs, &faults);
+        assert!(plan(ok.clone()).table().is_ok());
+        for (knobs, says) in [
+            (Knobs { ttl_ms: 1, ..ok.clone() }, "1 ms ttl"),
+            (Knobs { ttl_ms: 2_147_483_647, ..ok.clone() }, "2147483647 ms ttl"),
+            (Knobs { nodes: 0, ..ok.clone() }, "0 nodes"),
+            (Knobs { cap_ms: 0, ..ok.clone() }, "0 ms cap"),
+        ] {
+            let mut p = plan(ok.clone());
+            p.knobs = knobs;
+            let e = p.table().expect_err("refused");
+            assert!(e.contains(says), "{e}");
+        }
+    }
+
     use super::*;
 
     fn faults() -> FaultProfile {
