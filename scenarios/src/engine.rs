@@ -118,6 +118,10 @@ pub struct EngineScenario {
     /// run that is already answered (a webhook delivered twice): the engine must refuse it as
     /// a config error and append nothing.
     pub redeliveries: bool,
+    /// Whether a host now and then retries a run it deleted (a user retrying from a page
+    /// that still lists it): the resume recreates the run with no genesis (docs/engine-model.md
+    /// 5.3), a run whose own deletion record is then the empty string.
+    pub retry_deleted: bool,
     /// The coverage goals a sweep must meet, each in a share of its seeds.
     pub coverage: &'static [Required],
 }
@@ -171,6 +175,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
     wrong_workflows: true,
     retry_any: false,
     redeliveries: false,
+    retry_deleted: false,
     coverage: &[
         required("busy_met", 200),
         required("crash_after_commit", 30),
@@ -220,6 +225,7 @@ pub static QUEUE_SOLO: EngineScenario = EngineScenario {
     wrong_workflows: true,
     retry_any: true,
     redeliveries: true,
+    retry_deleted: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 500),
         required("suspension_resolved", 300),
@@ -256,6 +262,7 @@ pub static F1_STALE_SETTLE: EngineScenario = EngineScenario {
     wrong_workflows: false,
     retry_any: false,
     redeliveries: false,
+    retry_deleted: false,
     coverage: &[
         required("restarted_process_wrote", 40),
         required("run_resumed_by_a_later_segment", 150),
@@ -286,6 +293,7 @@ pub static F2_STALE_CHECKPOINT: EngineScenario = EngineScenario {
     wrong_workflows: false,
     retry_any: false,
     redeliveries: false,
+    retry_deleted: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 150),
         required("superseded_write_refused", 120),
@@ -315,6 +323,7 @@ pub static F4_STALE_RETENTION: EngineScenario = EngineScenario {
     wrong_workflows: false,
     retry_any: false,
     redeliveries: false,
+    retry_deleted: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 60),
         required("superseded_write_refused", 80),
@@ -352,6 +361,7 @@ pub static DELETE_CUTS: EngineScenario = EngineScenario {
     wrong_workflows: false,
     retry_any: true,
     redeliveries: false,
+    retry_deleted: true,
     coverage: &[
         required("busy_met", 300),
         required("crash_after_commit", 100),
@@ -388,6 +398,10 @@ pub struct QueueShared {
     pub wrong_workflows: bool,
     pub retry_any: bool,
     pub redeliveries: bool,
+    pub retry_deleted: bool,
+    /// The runs a host's delete took (its cascade finished): the runs a `retry_deleted` host
+    /// may retry with no meta to read.
+    pub deleted: RefCell<BTreeSet<String>>,
     /// The runs a host's explicit resume is in flight on, and that host's identity: a hint
     /// for `retry_any` hosts to join (a second resume of a run replaces its entry, the first
     /// to return removes it, and a host that died mid-resume leaves its entry behind, so a
@@ -675,6 +689,8 @@ impl Scenario for EngineScenario {
             wrong_workflows: self.wrong_workflows,
             retry_any: self.retry_any,
             redeliveries: self.redeliveries,
+            retry_deleted: self.retry_deleted,
+            deleted: RefCell::new(BTreeSet::new()),
             retrying: RefCell::new(BTreeMap::new()),
             pending: RefCell::new(BTreeMap::new()),
             submitting: RefCell::new(BTreeSet::new()),
@@ -850,6 +866,8 @@ async fn node_body(node: NodeCtx) {
             // Whether a retry passes another workflow than the run's: a stream of its own too.
             let mut wwr =
                 rng(sh.seed, "host-wrong-workflow", u64::from(index) << 32 | u64::from(incarnation));
+            // Whether a host retries a run it deleted: a stream of its own too.
+            let mut gr = rng(sh.seed, "host-retry-deleted", u64::from(index) << 32 | u64::from(incarnation));
             // A host retries its own runs, or any run (`retry_any`); it deletes only its own.
             let mine: Vec<(RunSpec, bool)> = sh
                 .runs
@@ -906,10 +924,14 @@ async fn node_body(node: NodeCtx) {
                         _ => continue,
                     }
                 } else {
-                    let meta = engine.journal().get_meta(&spec.run_id).await;
-                    let Ok(Some(meta)) = meta else { continue };
-                    if !meta.status.is_terminal() {
-                        continue;
+                    match engine.journal().get_meta(&spec.run_id).await {
+                        Ok(Some(meta)) if meta.status.is_terminal() => {}
+                        // A run its delete took, retried from a stale page.
+                        Ok(None)
+                            if sh.retry_deleted
+                                && sh.deleted.borrow().contains(&spec.run_id)
+                                && gr.chance(RETRY_DELETED_PER_MILLE) => {}
+                        _ => continue,
                     }
                 }
                 if sh.heal.get() {
@@ -930,7 +952,7 @@ async fn node_body(node: NodeCtx) {
                     // which recreates it).
                     let leased = !ur.chance(UNLEASED_DELETE_PER_MILLE);
                     let alive = sh
-                        .in_flight(index, incarnation, host_delete(&engine, &sink, &spec.run_id, leased))
+                        .in_flight(index, incarnation, host_delete(&engine, &sink, &sh, &spec.run_id, leased))
                         .await;
                     if !alive {
                         return;
@@ -1359,6 +1381,10 @@ const HOST_DELETE_PER_MILLE: u32 = 500;
 /// unfenced, a host-owned decision; docs/engine-model.md 6.1), per mille.
 const UNLEASED_DELETE_PER_MILLE: u32 = 300;
 
+/// Of a `retry_deleted` host's ticks on a run its delete took, the share that retries it,
+/// per mille.
+const RETRY_DELETED_PER_MILLE: u32 = 500;
+
 /// Chance that a host submits a run it just deleted again under the same id (a fresh
 /// start: a new genesis), per mille.
 const RESUBMIT_PER_MILLE: u32 = 400;
@@ -1368,7 +1394,13 @@ const RESUBMIT_PER_MILLE: u32 = 400;
 /// its blobs (the engine's cascade, the lease passed). Not `leased`: the same without the
 /// lease, so the store's unleased delete path (and its single transaction) meets the other
 /// writers. `false`: the process died.
-async fn host_delete(engine: &SimEngine, sink: &FactSink, run_id: &str, leased: bool) -> bool {
+async fn host_delete(
+    engine: &SimEngine,
+    sink: &FactSink,
+    sh: &QueueShared,
+    run_id: &str,
+    leased: bool,
+) -> bool {
     let journal = engine.journal();
     let lease = if leased {
         match journal.acquire(run_id, engine.owner()).await {
@@ -1392,7 +1424,10 @@ async fn host_delete(engine: &SimEngine, sink: &FactSink, run_id: &str, leased: 
         _ => return release().await,
     }
     match engine.delete_run(run_id, lease.as_ref()).await {
-        Ok(()) => true,
+        Ok(()) => {
+            sh.deleted.borrow_mut().insert(run_id.to_string());
+            true
+        }
         Err(e) if e.is_crash() => false,
         Err(e) => {
             sink.fact(FactKind::Failed {

@@ -340,16 +340,19 @@ fn deleted_run_stays_deleted(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
-/// A put of the run's deletion record: the bare ref `<run>` (docs/engine-model.md 6.1).
-fn is_deletion_record(c: &Call) -> bool {
-    c.op == OpKind::BlobPut && c.args.blob_ref.as_deref() == Some(c.run_id.as_str())
+/// A put of the run's deletion record: the bare ref `<run>` (docs/engine-model.md 6.1), of a
+/// run an engine actor started (a store-level workload's bare ref is a blob like another).
+fn is_deletion_record(c: &Call, runs: &std::collections::BTreeSet<&str>) -> bool {
+    c.op == OpKind::BlobPut
+        && c.args.blob_ref.as_deref() == Some(c.run_id.as_str())
+        && runs.contains(c.run_id.as_str())
 }
 
 pub const DELETION_RECORD_PRECEDES_BLOB_DELETES: Property = Property {
         name: "deletion_record_precedes_blob_deletes",
         expectation: Expectation::Always,
         claim: "A deletion cascade that writes the run's deletion record (the bare ref `<run>`) writes it before its first blob delete: no blob of the run that the same identity deleted after its last listing of the run's blobs applied before the record (docs/engine-model.md 6.1: a cascade cut from the record on leaves a run no resume boots; one cut before it must have deleted nothing).",
-        not_checked: "Cascades that write no record (profiles without the deletion record: nothing to judge); blob deletes of another identity of the process, or before the cascade's listing (a prune's).",
+        not_checked: "Runs no engine actor started (a store-level workload's bare ref is not a deletion record); cascades that write no record (profiles without the deletion record: nothing to judge); blob deletes of another identity of the process, or before the cascade's listing (a prune's).",
         check: deletion_record_precedes_blob_deletes,
 };
 
@@ -360,7 +363,8 @@ fn deletion_record_precedes_blob_deletes(j: &Judged, out: &mut Vec<Witness>) {
             && a.args.actor == b.args.actor
             && a.run_id == b.run_id
     };
-    for &w in j.applied.iter().filter(|c| is_deletion_record(c)) {
+    let runs = engine_runs(j);
+    for &w in j.applied.iter().filter(|c| is_deletion_record(c, &runs)) {
         // The cascade's listing: the identity's last blob listing of the run invoked before it.
         let Some(list) = calls[..w.id].iter().rev().find(|c| c.op == OpKind::BlobList && same(c, w)) else {
             continue;
@@ -390,11 +394,12 @@ pub const NO_BOOT_OF_A_RECORDED_GENERATION: Property = Property {
         name: "no_boot_of_a_recorded_generation",
         expectation: Expectation::Always,
         claim: "Once a run's deletion record (the bare ref `<run>`) names the generation of its meta (the meta's `genesis`; an empty record names a meta without one), no segment booted under a lease granted after that writes a meta raising the run's segments (docs/engine-model.md 6.1: a resume refuses such a run before any write, both of an owned resume's reads check the record, and only a deletion finishes it).",
-        not_checked: "Profiles that write no deletion record (nothing to judge); a boot under a lease granted before the record applied (the resume's reads came before it: the cascade's lease is what fences that race); a meta or record the oracle cannot read.",
+        not_checked: "Runs no engine actor started; profiles that write no deletion record (nothing to judge); a boot under a lease granted before the record applied (the resume's reads came before it: the cascade's lease is what fences that race); a meta or record the oracle cannot read.",
         check: no_boot_of_a_recorded_generation,
 };
 
 fn no_boot_of_a_recorded_generation(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
     let mut meta: BTreeMap<&str, MetaView> = BTreeMap::new();
     let mut record: BTreeMap<&str, &Call> = BTreeMap::new();
     // Per (run, epoch) granted while a record named the meta's generation: that record, and
@@ -403,7 +408,7 @@ fn no_boot_of_a_recorded_generation(j: &Judged, out: &mut Vec<Witness>) {
     for &c in &j.applied {
         let run = c.run_id.as_str();
         match c.op {
-            OpKind::BlobPut if is_deletion_record(c) => {
+            OpKind::BlobPut if is_deletion_record(c, &runs) => {
                 record.insert(run, c);
             }
             OpKind::Delete => {
@@ -595,6 +600,10 @@ mod tests {
         let v = cascade(false).judge(p);
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].witness.contains("r/ckpt/1"), "{}", v[0].witness);
+        // A run no engine actor started: its bare ref is a blob like another (the soak's).
+        let mut h = cascade(false);
+        h.h.facts.clear();
+        assert!(h.judge(p).is_empty());
         // Another node's blob delete (a prune elsewhere) is not this cascade's.
         let mut h = HistoryBuilder::engine_run();
         let a = h.acquire(0, "a", "r", 1);
@@ -619,6 +628,8 @@ mod tests {
         let v = h.judge(p);
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].witness.contains("\"g1\""), "{}", v[0].witness);
+        h.h.facts.clear();
+        assert!(h.judge(p).is_empty(), "a run no engine actor started");
         // Granted before the record: the race the cascade's lease fences, not the resume's.
         let mut h = HistoryBuilder::engine_run();
         let a = h.acquire(0, "a", "r", 1);
