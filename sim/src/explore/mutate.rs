@@ -281,7 +281,9 @@ pub struct Aim {
 /// steers it, not only the states reached). `call:<op>:<rel>:<outcome>:<fault>` never
 /// reached with a fault: put that fault at a point of `<op>` in an entry that reached the
 /// same op and relation; `crash:<point>:<recovery>` never reached: a crash at that point in
-/// an entry that reached it. Race, meta and delete states have no single lever.
+/// an entry that reached it; `cut:<step>:<next>` never reached: a crash right after the
+/// step's write commits, or a contended write after it, in an entry that deleted a run. Race,
+/// meta and delete-overlap states have no single lever.
 pub fn aims(corpus: &[Entry], hits: &[u64], faults: &FaultProfile) -> Vec<Aim> {
     use std::collections::BTreeMap;
     let parts_of = state_parts();
@@ -297,6 +299,7 @@ pub fn aims(corpus: &[Entry], hits: &[u64], faults: &FaultProfile) -> Vec<Aim> {
         }
     }
     let mut out = Vec::new();
+    let mut cut_steps_aimed: Vec<&str> = Vec::new();
     for (i, parts) in parts_of.iter().enumerate() {
         if hits.get(i).copied().unwrap_or(0) > 0 {
             continue;
@@ -334,6 +337,39 @@ pub fn aims(corpus: &[Entry], hits: &[u64], faults: &FaultProfile) -> Vec<Aim> {
                 let Some(parents) = by_call.get(&(*op, *rel)) else { continue };
                 if !points.is_empty() {
                     out.push(Aim { lever, points, parents: parents.clone() });
+                }
+            }
+            // A cascade never cut at this step (or never followed by this next event): a
+            // crash right after the step's write commits, or the write after it contended, in
+            // an entry whose run deleted something.
+            ["cut", step, _] if !cut_steps_aimed.contains(step) => {
+                cut_steps_aimed.push(step);
+                let deleters: Vec<usize> = (0..corpus.len())
+                    .filter(|&e| {
+                        corpus[e]
+                            .states
+                            .iter()
+                            .any(|&st| parts_of[usize::from(st)].first() == Some(&"delete_overlap"))
+                    })
+                    .collect();
+                if deleters.is_empty() {
+                    continue;
+                }
+                let (crash, contend) = if *step == "record" {
+                    (FaultPoint::SqliteBlobPutAfterCommit, FaultPoint::SqliteBlobDeleteBeforeBegin)
+                } else {
+                    (FaultPoint::SqliteBlobDeleteAfterCommit, FaultPoint::SqliteDeleteBeforeBegin)
+                };
+                if faults.points.contains(&crash) && faults.crash_points.contains(&crash) {
+                    out.push(Aim {
+                        lever: Lever::CrashAfterCommit,
+                        points: vec![crash],
+                        parents: deleters.clone(),
+                    });
+                }
+                if faults.points.contains(&contend) && faults.contend_per_mille.1 > 0 && contendable(contend)
+                {
+                    out.push(Aim { lever: Lever::Contend, points: vec![contend], parents: deleters });
                 }
             }
             ["crash", point, _] => {
@@ -912,6 +948,61 @@ mod tests {
         hits[i] = 1;
         let fewer = aims(&corpus, &hits, &faults());
         assert!(fewer.len() < all.len());
+    }
+
+    #[test]
+    fn an_uncut_cascade_step_is_aimed_at_from_an_entry_that_deleted_a_run() {
+        use FaultPoint::*;
+        let corpus =
+            vec![entry(&["call:append:live_holder:applied:none"], &[]), entry(&["delete_overlap:none"], &[])];
+        let faults = FaultProfile {
+            points: FaultPoint::ALL.to_vec(),
+            crash_points: vec![SqliteBlobPutAfterCommit, SqliteBlobDeleteAfterCommit],
+            contend_per_mille: (0, 300),
+            ..FaultProfile::none()
+        };
+        let mut hits = vec![0u64; universe().len()];
+        let cut_aims = |hits: &[u64]| -> Vec<(Lever, Vec<FaultPoint>, Vec<usize>)> {
+            aims(&corpus, hits, &faults)
+                .into_iter()
+                .filter(|a| {
+                    a.points.iter().any(|p| {
+                        matches!(
+                            p,
+                            SqliteBlobPutAfterCommit
+                                | SqliteBlobDeleteBeforeBegin
+                                | SqliteBlobDeleteAfterCommit
+                                | SqliteDeleteBeforeBegin
+                        )
+                    }) && a.parents == vec![1]
+                })
+                .map(|a| (a.lever, a.points, a.parents))
+                .collect()
+        };
+        let all = cut_aims(&hits);
+        for want in [
+            (Lever::CrashAfterCommit, vec![SqliteBlobPutAfterCommit]),
+            (Lever::Contend, vec![SqliteBlobDeleteBeforeBegin]),
+            (Lever::CrashAfterCommit, vec![SqliteBlobDeleteAfterCommit]),
+            (Lever::Contend, vec![SqliteDeleteBeforeBegin]),
+        ] {
+            assert_eq!(
+                all.iter().filter(|a| (a.0, &a.1) == (want.0, &want.1)).count(),
+                1,
+                "{want:?} in {all:?}"
+            );
+        }
+        // Every cut at the record reached: only the blob-delete step is aimed at.
+        for (i, n) in universe().iter().enumerate() {
+            if n.starts_with("cut:record:") {
+                hits[i] = 1;
+            }
+        }
+        let fewer = cut_aims(&hits);
+        assert_eq!(fewer.len(), 2, "{fewer:?}");
+        assert!(fewer
+            .iter()
+            .all(|a| a.1 == vec![SqliteBlobDeleteAfterCommit] || a.1 == vec![SqliteDeleteBeforeBegin]));
     }
 
     #[test]

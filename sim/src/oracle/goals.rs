@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use super::contract::{EntryView, MetaView, Status};
 use super::model::{walk_grants, Judged};
-use crate::history::{FactKind, OpKind, Outcome};
+use crate::history::{Call, FactKind, OpKind, Outcome};
 
 pub use crate::verdict::{required, Required};
 
@@ -334,38 +334,46 @@ fn retention_deleted_a_run(j: &Judged) -> bool {
     })
 }
 
-fn cut_cascade_then_retried(j: &Judged) -> bool {
-    // The order of every cascade write that applied, per run.
-    let mut cascade: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    let mut deletes: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for &c in &j.applied {
-        let Some(order) = c.applied.as_ref().map(|a| a.order) else { continue };
-        let run = c.run_id.as_str();
-        let of_cascade = match c.op {
-            OpKind::Delete => {
-                deletes.entry(run).or_default().push(order);
-                false
-            }
-            // A bare ref is the run's deletion record: only a cascade writes one.
+/// The deletion cascade writes that applied, in apply order: a put of a run's deletion
+/// record (a bare ref: only a cascade writes one), and a blob delete whose identity's nearest
+/// engine point on the run before it is a cascade's (`engine.delete.before_blobs`, or the
+/// retention's `worker.retention.after_acquire`; a prune's blob deletes follow
+/// `engine.prune.before_delete`).
+pub(super) fn cascade_writes<'h>(j: &Judged<'h>) -> Vec<&'h Call> {
+    j.applied
+        .iter()
+        .copied()
+        .filter(|c| match c.op {
             OpKind::BlobPut => c.args.blob_ref.as_deref().is_some_and(|r| !r.contains('/')),
-            OpKind::BlobDelete => j
-                .history
-                .marks
-                .iter()
-                .rev()
-                .find(|m| {
-                    (m.node, m.incarnation) == (c.node, c.incarnation)
-                        && m.run_id == run
-                        && m.applied_before <= order
-                })
-                .is_some_and(|m| {
-                    matches!(m.point, "engine.delete.before_blobs" | "worker.retention.after_acquire")
-                }),
+            OpKind::BlobDelete => {
+                let order = c.applied.as_ref().map_or(usize::MAX, |a| a.order);
+                j.history
+                    .marks
+                    .iter()
+                    .rev()
+                    .find(|m| {
+                        (m.node, m.incarnation) == (c.node, c.incarnation)
+                            && m.run_id == c.run_id
+                            && m.applied_before <= order
+                    })
+                    .is_some_and(|m| {
+                        matches!(m.point, "engine.delete.before_blobs" | "worker.retention.after_acquire")
+                    })
+            }
             _ => false,
-        };
-        if of_cascade {
-            cascade.entry(run).or_default().push(order);
-        }
+        })
+        .collect()
+}
+
+fn cut_cascade_then_retried(j: &Judged) -> bool {
+    let order = |c: &Call| c.applied.as_ref().map_or(usize::MAX, |a| a.order);
+    let mut cascade: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for c in cascade_writes(j) {
+        cascade.entry(c.run_id.as_str()).or_default().push(order(c));
+    }
+    let mut deletes: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for &c in j.applied.iter().filter(|c| c.op == OpKind::Delete) {
+        deletes.entry(c.run_id.as_str()).or_default().push(order(c));
     }
     j.history.facts.iter().any(|f| {
         let FactKind::Resumed { run_id, .. } = &f.kind else { return false };

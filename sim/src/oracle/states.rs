@@ -22,6 +22,12 @@
 //!   pairs; the findings live in the rare ones (`put_meta:live_holder->put_meta:no_lease:
 //!   applied` is F1's shape, `acquire:held_expired->append:superseded:applied` F3a's).
 //!
+//! - **cut cascades**: `cut:<step>:<next>`, a deletion cascade whose identity's journal delete
+//!   of the run never applied, by the last of its writes that did (`record`: the deletion
+//!   record; `blob_delete`: a blob delete after it), against what the run met after it: a
+//!   host's resume asked for (`resumed`), a meta write `running` (`booted`), another
+//!   identity's journal delete (`deleted`), or none of these (`none`). A sweep or search that
+//!   never cut a cascade at both steps and retried the run never tested the deletion record.
 //! - **journal shapes**: `journal:<shape>`, the shape (`contract::journal_shape`: settled or
 //!   not, entries after the settle, dangling dispatches before or after it, open
 //!   suspensions) of every journal a load returned; `audit:<meta>:<shape>`, the meta status
@@ -94,6 +100,8 @@ const FAULTS: [&str; 7] = [
     "contended",
 ];
 const STATUSES: [&str; 6] = ["running", "suspended", "ok", "error", "cancelled", "exhausted"];
+const CUT_STEPS: [&str; 2] = ["record", "blob_delete"];
+const CUT_NEXTS: [&str; 4] = ["resumed", "booted", "deleted", "none"];
 const RECOVERIES: [&str; 8] =
     ["running", "suspended", "ok", "error", "cancelled", "exhausted", "deleted", "never_settled"];
 
@@ -144,6 +152,11 @@ pub fn universe() -> &'static [String] {
         }
         for op in std::iter::once("none").chain(OpKind::ALL.iter().map(|o| o.as_str())) {
             v.push(format!("delete_overlap:{op}"));
+        }
+        for step in CUT_STEPS {
+            for next in CUT_NEXTS {
+                v.push(format!("cut:{step}:{next}"));
+            }
         }
         let shapes = journal_shapes();
         for shape in &shapes {
@@ -336,6 +349,40 @@ pub fn reached(j: &Judged) -> Vec<u16> {
         }
         if !any {
             push("delete_overlap:none");
+        }
+    }
+    // Cut cascades: per identity and run, the last cascade write after which the identity's
+    // journal delete of the run never applied, and what the run met next.
+    let order = |c: &Call| c.applied.as_ref().map_or(usize::MAX, |a| a.order);
+    let identity = |c: &Call| (c.node, c.incarnation, c.args.actor.clone(), c.run_id.clone());
+    let mut cut: BTreeMap<(u32, u32, Option<String>, String), &Call> = BTreeMap::new();
+    for w in super::goals::cascade_writes(j) {
+        cut.insert(identity(w), w);
+    }
+    for (key, w) in cut {
+        let (node, incarnation, run) = (key.0, key.1, key.3.as_str());
+        let later = || j.applied.iter().filter(|c| c.run_id == run && order(c) > order(w));
+        if later().any(|c| {
+            c.op == OpKind::Delete && (c.node, c.incarnation, &c.args.actor) == (node, incarnation, &key.2)
+        }) {
+            continue;
+        }
+        let step = if w.op == OpKind::BlobPut { "record" } else { "blob_delete" };
+        let mut met = false;
+        let resumed = j.history.facts.iter().any(|f| {
+            matches!(&f.kind, FactKind::Resumed { run_id, .. } if run_id == run)
+                && f.applied_before > order(w)
+        });
+        let booted = later().any(|c| c.op == OpKind::PutMeta && status_of(c).as_deref() == Some("running"));
+        let deleted = later().any(|c| c.op == OpKind::Delete);
+        for (hit, next) in [(resumed, "resumed"), (booted, "booted"), (deleted, "deleted")] {
+            if hit {
+                met = true;
+                push(&format!("cut:{step}:{next}"));
+            }
+        }
+        if !met {
+            push(&format!("cut:{step}:none"));
         }
     }
     // The shape of every journal a load returned, and of what each audit report read.
@@ -559,5 +606,41 @@ mod tests {
         // The audit was made from the first load (the second came after its report).
         assert!(!got.contains(&"audit:running:empty"), "{got:?}");
         assert_eq!(got.iter().filter(|n| n.starts_with("audit:")).count(), 1, "{got:?}");
+    }
+
+    #[test]
+    fn a_cut_cascade_is_named_by_its_last_write_and_what_the_run_met_next() {
+        use crate::history::Args;
+        use crate::oracle::testkit::engine::HistoryBuilder;
+        use store::RunStatus;
+        let cascade = |blob: bool| {
+            let mut h = HistoryBuilder::engine_run();
+            let a = h.acquire(0, "a", "r", 1);
+            h.meta(0, Some(&a), "r", RunStatus::Error, 1);
+            h.ckpt(0, &a, "r", 1, 1);
+            let record = Args { blob_ref: Some("r".into()), bytes: Some(vec![]), ..Args::default() };
+            h.push(1, OpKind::BlobPut, "r", None, record, None);
+            if blob {
+                h.mark(1, "engine.delete.before_blobs", "r", None);
+                h.blob_delete(1, None, "r", "r/ckpt/1");
+            }
+            h
+        };
+        let cuts = |h: &HistoryBuilder| -> Vec<&'static str> {
+            names(&h.h).into_iter().filter(|n| n.starts_with("cut:")).collect()
+        };
+        assert_eq!(cuts(&cascade(false)), ["cut:record:none"]);
+        let mut h = cascade(true);
+        h.fact(2, "host", FactKind::Resumed { run_id: "r".into(), workflow: "happy".into() });
+        let b = h.acquire(2, "b", "r", 2);
+        h.meta(2, Some(&b), "r", RunStatus::Running, 2);
+        assert_eq!(cuts(&h), ["cut:blob_delete:resumed", "cut:blob_delete:booted"]);
+        // The cascade's own journal delete: no cut. Another identity's: `deleted`.
+        let mut h = cascade(true);
+        h.delete(1, None, "r");
+        assert!(cuts(&h).is_empty());
+        let mut h = cascade(true);
+        h.delete(0, None, "r");
+        assert_eq!(cuts(&h), ["cut:blob_delete:deleted"]);
     }
 }
