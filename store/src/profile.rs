@@ -187,7 +187,8 @@ pub struct Profile {
     /// or a busy write leaves a run only a deletion finishes (this model's `current`; rulvar
     /// deletes the blobs, then the journal, with no mark, so a retry of a half-deleted run
     /// boots without the checkpoints its journal depends on and pays checkpointed turns
-    /// again: docs/engine-model.md 6.1).
+    /// again: docs/engine-model.md 6.1). A resume that finds no meta (it recreates the run)
+    /// mints the generation's genesis, so no record names two generations.
     pub delete_marks_generation: bool,
     /// The offline resolution re-reads the run's meta under its brief lease and answers only
     /// a run that has not ended (this model's `current`; rulvar's resolution loads the journal

@@ -666,6 +666,59 @@ impl store::engine::Effects for Recreated {
 /// recorded the generation first, so the retry is refused with nothing paid, a second delete
 /// finishes the run, and a recreated run (a new genesis) is not refused by the old record.
 #[test]
+fn a_run_recreated_twice_by_retries_is_never_refused_by_its_earlier_generations_record() {
+    let wf = Workflow::happy();
+    for name in [ProfileName::PreTombstone, ProfileName::Current] {
+        let profile = Profile::of(name);
+        let (_clock, plain, store, blobs) = memory();
+        block_on(async {
+            let host =
+                Engine::new(store.clone(), blobs.clone(), Minting::default(), plain.clone(), profile, "host");
+            assert_eq!(host.run("RUN", &wf).await.unwrap().status, RunStatus::Ok);
+            host.delete_run("RUN", None).await.unwrap();
+            // A user's retry of the deleted run recreates it; then it is deleted again.
+            assert_eq!(host.resume("RUN", &wf, None).await.unwrap().status, RunStatus::Ok);
+            let recreated = store.get_meta("RUN").await.unwrap().unwrap().genesis;
+            host.delete_run("RUN", None).await.unwrap();
+            // And recreated again: the second cascade's record names the first recreation.
+            assert_eq!(host.resume("RUN", &wf, None).await.unwrap().status, RunStatus::Ok);
+            let again = store.get_meta("RUN").await.unwrap().unwrap().genesis;
+            let resumed = host.resume("RUN", &wf, None).await;
+            if name == ProfileName::Current {
+                assert_eq!(resumed.unwrap().status, RunStatus::Ok, "no record names the live generation");
+                assert!(
+                    recreated.is_some() && again.is_some() && recreated != again,
+                    "{recreated:?} {again:?}"
+                );
+            } else {
+                assert_eq!((recreated, again), (None, None), "rulvar recreates a run with no genesis");
+                resumed.unwrap();
+            }
+        });
+    }
+}
+
+/// Effects whose every genesis is new (as the simulator's are).
+#[derive(Clone, Default)]
+struct Minting(TestEffects, std::rc::Rc<std::cell::Cell<u32>>);
+
+impl store::engine::Effects for Minting {
+    fn provider_call(
+        &self,
+        call: &store::engine::PaidCall,
+    ) -> store::LocalFuture<'static, serde_json::Value> {
+        self.0.provider_call(call)
+    }
+    fn tool_execute(&self, call: &store::engine::ToolCall) -> store::LocalFuture<'static, serde_json::Value> {
+        self.0.tool_execute(call)
+    }
+    fn mint_genesis(&self, run_id: &str) -> String {
+        self.1.set(self.1.get() + 1);
+        format!("gen-{run_id}-{}", self.1.get())
+    }
+}
+
+#[test]
 fn a_retry_of_a_run_whose_deletion_cascade_was_cut_is_refused_only_under_current() {
     let wf = Workflow {
         name: "tools".into(),

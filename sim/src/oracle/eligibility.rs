@@ -29,7 +29,7 @@ pub const ALL: &[Property] = &[
         name: "only_terminal_runs_deleted",
         expectation: Expectation::Always,
         claim: "A run deletion made by an engine identity under a lease (retention, a leased deletion cascade) applies only while the run's meta is terminal: a running or suspended run is never deleted. The lease is what makes the deleter's read of the status still true when the delete applies: no one else writes the run while it is held.",
-        not_checked: "Deletions without a lease: rulvar's unleased deleteRun is an unfenced host decision, and nothing stops a resume from booting the run between the host's read of a terminal meta and its delete (explore found that window from queue-solo under current, docs/explore-findings/); deletions by actors that do not say who they are (host decisions of store-level actors); the scenario's own retention rule beyond terminality.",
+        not_checked: "Deletions without a lease: rulvar's unleased deleteRun is an unfenced host decision, and nothing stops a resume from booting the run between the host's read of a terminal meta and its delete (explore found that window from queue-solo under current, docs/explore-findings/); deletions by actors that do not say who they are (host decisions of store-level actors); a delete that finishes a deletion another identity began (the run's deletion record, put by another identity, names the meta's generation when the delete applies: a worker's drive finishing a cascade an unleased host began while a resume booted the run, docs/engine-model.md 6.1); the scenario's own retention rule beyond terminality.",
         check: only_terminal_runs_deleted,
     },
     Property {
@@ -107,9 +107,52 @@ fn replay<'h>(j: &Judged<'h>, mut visit: impl FnMut(&'h Call, &[EntryView], Opti
     }
 }
 
+/// The journal deletes that finish a deletion another identity began: when the delete
+/// applies, the run's deletion record (the bare ref `<run>`), put by another identity, names
+/// the generation of the meta (its `genesis`, the empty string for none; docs/engine-model.md
+/// 6.1: a worker whose drive meets such a run finishes the deletion under the drive's lease).
+fn finishing_deletes(j: &Judged) -> std::collections::BTreeSet<usize> {
+    let who = |c: &Call| (c.node, c.incarnation, c.args.actor.clone());
+    let mut genesis: BTreeMap<&str, Option<String>> = BTreeMap::new();
+    let mut records: BTreeMap<&str, Vec<&Call>> = BTreeMap::new();
+    let mut out = std::collections::BTreeSet::new();
+    for &c in &j.applied {
+        let run = c.run_id.as_str();
+        match c.op {
+            OpKind::PutMeta => {
+                if let Some(m) = c.args.payload.as_deref().and_then(MetaView::parse) {
+                    genesis.insert(run, m.genesis);
+                }
+            }
+            OpKind::BlobPut if c.args.blob_ref.as_deref() == Some(run) => {
+                records.entry(run).or_default().push(c);
+            }
+            OpKind::Delete => {
+                // The deleter's own cascade writes a record too: any other identity's counts.
+                let named = genesis.remove(run).is_some_and(|g| {
+                    records.get(run).is_some_and(|rs| {
+                        rs.iter().any(|r| {
+                            who(r) != who(c)
+                                && r.args.bytes.as_deref().unwrap_or_default()
+                                    == g.as_deref().unwrap_or_default().as_bytes()
+                        })
+                    })
+                });
+                if named {
+                    out.insert(c.id);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 fn only_terminal_runs_deleted(j: &Judged, out: &mut Vec<Witness>) {
+    let finishing = finishing_deletes(j);
     replay(j, |c, journal, status| {
-        if c.op != OpKind::Delete || c.args.actor.is_none() || c.lease.is_none() {
+        if c.op != OpKind::Delete || c.args.actor.is_none() || c.lease.is_none() || finishing.contains(&c.id)
+        {
             return;
         }
         if status.is_none() && journal.is_empty() {
@@ -518,6 +561,36 @@ mod tests {
         // Without a lease nothing held the run between the deleter's read and its delete: a
         // resume may have booted it meanwhile, so the delete is not judged by the status.
         assert!(judge(vec![meta(0, "suspended"), delete(false)], only_terminal_runs_deleted).is_empty());
+        // A delete that finishes a deletion another identity began (its record names the
+        // meta's generation) is that identity's decision; the deleter's own record is not.
+        let record = |actor: &str, bytes: &[u8]| {
+            let args = Args { blob_ref: Some("r".into()), bytes: Some(bytes.to_vec()), ..Args::default() };
+            let mut c = call(1, OpKind::BlobPut, args);
+            c.args.actor = Some(actor.into());
+            c
+        };
+        let finish = || {
+            let mut d = call(2, OpKind::Delete, Args::default());
+            d.lease = Some(testkit::lease("worker", 2));
+            d
+        };
+        let mut running = meta(0, "running");
+        running.args.payload = Some(json!({"runId": "r", "status": "running", "genesis": "g1"}).to_string());
+        let finished =
+            judge(vec![running.clone(), record("host", b"g1"), finish()], only_terminal_runs_deleted);
+        assert!(finished.is_empty(), "{finished:?}");
+        let mut own = record("worker", b"g1");
+        own.id = 2;
+        own.applied.as_mut().expect("applied").order = 2;
+        let mut late = finish();
+        late.id = 3;
+        late.applied.as_mut().expect("applied").order = 3;
+        let both = judge(vec![running.clone(), record("host", b"g1"), own, late], only_terminal_runs_deleted);
+        assert!(both.is_empty(), "the host's record, then the finishing cascade's own: {both:?}");
+        let v = judge(vec![running.clone(), record("worker", b"g1"), finish()], only_terminal_runs_deleted);
+        assert_eq!(v.len(), 1, "the deleter's own record: {v:?}");
+        let v = judge(vec![running, record("host", b"g0"), finish()], only_terminal_runs_deleted);
+        assert_eq!(v.len(), 1, "a record of another generation: {v:?}");
     }
 
     #[test]

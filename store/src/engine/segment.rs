@@ -278,7 +278,20 @@ where
             }
             prepared = again;
         }
-        let Prepared { prior, segments_before, genesis, carried, .. } = prepared;
+        let Prepared { prior, segments_before, mut genesis, carried, meta_present } = prepared;
+        // A resume that finds no meta recreates the run: rulvar boots it with no genesis
+        // (5.3). Under the deletion record a generation must have a name of its own, or a
+        // record left by an earlier genesis-less generation's cascade (the empty string) names
+        // every later one, and a run a user's retry recreated is refused and deleted as
+        // "being deleted" (fencesim's `delete_cuts` found it: a worker deleted the running
+        // run). So the recreation mints its genesis as a fresh start does (6.1, P).
+        if self.profile.delete_marks_generation
+            && start == Start::Resume
+            && !meta_present
+            && genesis.is_none()
+        {
+            genesis = Some(self.effects.mint_genesis(run_id));
+        }
 
         let seg = Seg {
             run_id,
