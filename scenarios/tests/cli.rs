@@ -127,6 +127,50 @@ fn a_saved_plan_replays_the_same_run() {
 }
 
 #[test]
+fn a_plan_whose_knobs_no_world_can_run_is_refused_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.json");
+    let out = fencesim(&[
+        "run",
+        "--scenario",
+        "edges",
+        "--seed",
+        "3",
+        "--quiet",
+        "--plan-out",
+        plan.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    for (knob, value, says) in
+        [("ttl_ms", 1u64, "1 ms ttl"), ("nodes", 0, "0 nodes"), ("cap_ms", 0, "0 ms cap")]
+    {
+        let mut bad = v.clone();
+        bad["knobs"][knob] = value.into();
+        let path = dir.path().join(format!("{knob}.json"));
+        std::fs::write(&path, bad.to_string()).unwrap();
+        let out = fencesim(&[
+            "run",
+            "--scenario",
+            "edges",
+            "--seed",
+            "3",
+            "--quiet",
+            "--plan",
+            path.to_str().unwrap(),
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{knob}: {err}");
+        assert!(err.contains(says), "{knob}: {err}");
+    }
+    v["knobs"]["ttl_ms"] = 20.into();
+    std::fs::write(&plan, v.to_string()).unwrap();
+    let out =
+        fencesim(&["run", "--scenario", "edges", "--seed", "3", "--quiet", "--plan", plan.to_str().unwrap()]);
+    assert_ne!(out.status.code(), Some(2), "the shortest ttl runs: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
 fn findings_prints_the_table_and_writes_json() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("findings.json");
