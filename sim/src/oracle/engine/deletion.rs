@@ -12,7 +12,7 @@ use super::super::contract::{run_of_ref, MetaView};
 use super::super::model::{t, walk_grants, who, Judged};
 use super::super::{Expectation, Property, Witness};
 use super::*;
-use crate::history::{Call, FactKind, Mark, OpKind};
+use crate::history::{Call, FactKind, Mark, OpKind, Read};
 use crate::verdict::RetentionRule;
 
 /// The mark that says which engine deletion cascade of node `n` (incarnation `i`) made the
@@ -351,42 +351,70 @@ fn is_deletion_record(c: &Call, runs: &std::collections::BTreeSet<&str>) -> bool
 pub const DELETION_RECORD_PRECEDES_BLOB_DELETES: Property = Property {
         name: "deletion_record_precedes_blob_deletes",
         expectation: Expectation::Always,
-        claim: "A deletion cascade that writes the run's deletion record (the bare ref `<run>`) writes it before its first blob delete: no blob of the run that the same identity deleted after its last listing of the run's blobs applied before the record (docs/engine-model.md 6.1: a cascade cut from the record on leaves a run no resume boots; one cut before it must have deleted nothing).",
-        not_checked: "Runs no engine actor started (a store-level workload's bare ref is not a deletion record); cascades that write no record (profiles without the deletion record: nothing to judge); blob deletes of another identity of the process, or before the cascade's listing (a prune's).",
+        claim: "Where the engine writes deletion records, a deletion cascade whose meta read found a meta writes the run's deletion record (the bare ref `<run>`) naming that meta's generation (its `genesis`, the empty string for none) before its first blob delete: a cascade's blob delete (after its identity's `engine.delete.before_blobs` or `worker.retention.after_acquire` point) applies only after such a record by the same identity since its listing of the run's blobs (docs/engine-model.md 6.1: a cascade cut from the record on leaves a run no resume boots; one cut before it must have deleted nothing).",
+        not_checked: "Runs no engine actor started (a store-level workload's bare ref is not a deletion record); histories in which no deletion record was ever put (profiles without it: nothing to judge); a cascade whose meta read found no meta (no record is owed) or that made no meta read since its listing; blob deletes of another identity of the process, or a prune's.",
         check: deletion_record_precedes_blob_deletes,
 };
 
 fn deletion_record_precedes_blob_deletes(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    // Judged only where the engine writes deletion records at all (an engine run's bare ref
+    // was put): a profile without the record has nothing to judge.
+    if !j.history.calls.iter().any(|c| c.op == OpKind::BlobPut && is_deletion_record(c, &runs)) {
+        return;
+    }
     let calls = &j.history.calls;
     let same = |a: &Call, b: &Call| {
         (a.node, a.incarnation) == (b.node, b.incarnation)
             && a.args.actor == b.args.actor
             && a.run_id == b.run_id
     };
-    let runs = engine_runs(j);
-    for &w in j.applied.iter().filter(|c| is_deletion_record(c, &runs)) {
-        // The cascade's listing: the identity's last blob listing of the run invoked before it.
-        let Some(list) = calls[..w.id].iter().rev().find(|c| c.op == OpKind::BlobList && same(c, w)) else {
+    let mut judged: std::collections::BTreeSet<usize> = std::collections::BTreeSet::new();
+    for d in super::super::goals::cascade_writes(j).into_iter().filter(|c| c.op == OpKind::BlobDelete) {
+        if !runs.contains(d.run_id.as_str()) {
+            continue;
+        }
+        // The cascade's listing (its identity's last blob listing of the run before it) and
+        // the meta read the cascade decided from (its last meta read of the run since).
+        let Some(list) = calls[..d.id].iter().rev().find(|c| c.op == OpKind::BlobList && same(c, d)) else {
             continue;
         };
-        let early = j
-            .applied
-            .iter()
-            .find(|&&d| d.op == OpKind::BlobDelete && same(d, w) && d.id > list.id && order(d) < order(w));
-        if let Some(d) = early {
-            out.push(Witness {
-                witness: format!(
-                    "{}'s deletion cascade of run {} deleted blob {} at t={} before writing the run's deletion record at t={}: a cascade cut between the two leaves a run with blobs gone and no record, which a resume boots",
-                    who(w),
-                    w.run_id,
-                    d.args.blob_ref.as_deref().unwrap_or("?"),
-                    t(Judged::applied_ns(d)),
-                    t(Judged::applied_ns(w)),
-                ),
-                op: Some(d.op.as_str()),
-                call: Some(d.id),
-            });
+        if !judged.insert(list.id) {
+            continue; // one judgment per cascade: at its first blob delete
         }
+        let read = calls[list.id..d.id].iter().rev().find(|c| c.op == OpKind::GetMeta && same(c, d));
+        let Some(Read::Meta(Some(meta))) = read.and_then(|c| c.read.as_ref()) else { continue };
+        let generation = meta.genesis.clone().unwrap_or_default();
+        let record = |before: bool| {
+            j.applied.iter().copied().find(|&w| {
+                is_deletion_record(w, &runs)
+                    && same(w, d)
+                    && w.id > list.id
+                    && (order(w) < order(d)) == before
+                    && w.args.bytes.as_deref() == Some(generation.as_bytes())
+            })
+        };
+        if record(true).is_some() {
+            continue;
+        }
+        let witness = match record(false) {
+            Some(w) => format!(
+                "{}'s deletion cascade of run {} deleted blob {} at t={} before writing the run's deletion record at t={}: a cascade cut between the two leaves a run with blobs gone and no record, which a resume boots",
+                who(d),
+                d.run_id,
+                d.args.blob_ref.as_deref().unwrap_or("?"),
+                t(Judged::applied_ns(d)),
+                t(Judged::applied_ns(w)),
+            ),
+            None => format!(
+                "{}'s deletion cascade of run {} deleted blob {} at t={} with no deletion record naming the generation {generation:?} its meta read found: a cascade cut from here leaves a run with blobs gone that a resume boots",
+                who(d),
+                d.run_id,
+                d.args.blob_ref.as_deref().unwrap_or("?"),
+                t(Judged::applied_ns(d)),
+            ),
+        };
+        out.push(Witness { witness, op: Some(d.op.as_str()), call: Some(d.id) });
     }
 }
 
@@ -582,10 +610,16 @@ mod tests {
         h.meta_with(0, Some(&a), "r", RunStatus::Error, 1, serde_json::json!({"genesis": "g1"}));
         h.ckpt(0, &a, "r", 1, 1);
         h.push(1, OpKind::BlobList, "r", None, Args::default(), None);
+        h.read_meta(1, "host", "r");
+        h.h.calls.last_mut().expect("the read").args.actor = None;
+        let mut seen = crate::oracle::testkit::meta_record("r", RunStatus::Error);
+        seen.genesis = Some("g1".into());
+        h.h.calls.last_mut().expect("the read").read = Some(crate::history::Read::Meta(Some(seen)));
         let record = Args { blob_ref: Some("r".into()), bytes: Some(b"g1".to_vec()), ..Args::default() };
         if record_first {
             h.push(1, OpKind::BlobPut, "r", None, record.clone(), None);
         }
+        h.mark(1, "engine.delete.before_blobs", "r", None);
         h.blob_delete(1, None, "r", "r/ckpt/1");
         if !record_first {
             h.push(1, OpKind::BlobPut, "r", None, record, None);
@@ -600,6 +634,31 @@ mod tests {
         let v = cascade(false).judge(p);
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].witness.contains("r/ckpt/1"), "{}", v[0].witness);
+        // A record of another generation does not mark this one; with no record put at all
+        // (a profile without it) nothing is judged.
+        let mut h = cascade(false);
+        for c in
+            h.h.calls.iter_mut().filter(|c| {
+                c.op == crate::history::OpKind::BlobPut && c.args.blob_ref.as_deref() == Some("r")
+            })
+        {
+            c.args.bytes = Some(b"g0".to_vec());
+        }
+        let v = h.judge(p);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("no deletion record naming the generation \"g1\""), "{}", v[0].witness);
+        // No record put at all (a profile without it): nothing to judge.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.ckpt(0, &a, "r", 1, 1);
+        h.push(1, crate::history::OpKind::BlobList, "r", None, Default::default(), None);
+        h.read_meta(1, "host", "r");
+        h.h.calls.last_mut().expect("the read").args.actor = None;
+        let seen = crate::oracle::testkit::meta_record("r", RunStatus::Error);
+        h.h.calls.last_mut().expect("the read").read = Some(crate::history::Read::Meta(Some(seen)));
+        h.mark(1, "engine.delete.before_blobs", "r", None);
+        h.blob_delete(1, None, "r", "r/ckpt/1");
+        assert!(h.judge(p).is_empty());
         // A run no engine actor started: its bare ref is a blob like another (the soak's).
         let mut h = cascade(false);
         h.h.facts.clear();
