@@ -35,7 +35,34 @@ pub const ALL: &[Property] = &[Property {
     claim: "What the operator's audit reports of a run (its verdict and repair target) is the decision table (7.1) applied to the meta row and journal that audit read. A repair under its brief lease decides from what it re-read under that lease: it rewrites the meta exactly when the table names a repair and the run still has a meta row, to that status, and never without having read the journal under the lease. A whole-catalog census lists with no filter and reports each listed run exactly once.",
     not_checked: "Audits a crash cut short (no report, or a brief lease never released); whether the probe ran at all (a coverage matter); reads that failed (the audit then reports nothing).",
     check: audits_follow_the_decision_table,
+}, Property {
+    name: "repairs_write_under_their_lease",
+    expectation: Expectation::Always,
+    claim: "An audit repair writes a run's meta only under the brief lease it took for the probe: no meta write without a lease applies from a process whose last engine point on that run was `engine.repair.after_acquire` (7.2: the probe skips a run a live owner holds rather than racing it unleased).",
+    not_checked: "Meta writes after another engine point of the process on the run (a segment's, a deletion's); writes that were refused.",
+    check: repairs_write_under_their_lease,
 }];
+
+fn repairs_write_under_their_lease(j: &Judged, out: &mut Vec<Witness>) {
+    for &c in j.applied.iter().filter(|c| c.op == OpKind::PutMeta && c.lease.is_none()) {
+        let last = j.history.marks.iter().rev().find(|m| {
+            (m.node, m.incarnation) == (c.node, c.incarnation)
+                && m.run_id == c.run_id
+                && m.invoked_before <= c.id
+        });
+        let Some(m) = last.filter(|m| m.point == "engine.repair.after_acquire") else { continue };
+        out.push(
+            Witness::new(format!(
+                "{}'s meta write of run {} at t={} carried no lease after its repair point (epoch {}): a repair raced the run's holder unleased",
+                who(c),
+                c.run_id,
+                t(Judged::applied_ns(c)),
+                m.epoch.map_or("none".to_string(), |e| e.to_string()),
+            ))
+            .on(c.op, c.id),
+        );
+    }
+}
 
 /// Whether an applied meta write is an audit repair's: it carries a lease its process took
 /// for the probe (the lease's epoch, on the same process incarnation and run, was marked at
@@ -653,6 +680,26 @@ mod tests {
 
     fn meta_read(id: usize, status: store::RunStatus) -> Call {
         read(id, OpKind::GetMeta, Read::Meta(Some(testkit::meta_record("r", status))))
+    }
+
+    #[test]
+    fn a_repair_write_without_its_lease_is_caught() {
+        use crate::oracle::testkit::engine::HistoryBuilder;
+        use store::RunStatus;
+        let repaired = |leased: bool, point: &'static str| {
+            let mut h = HistoryBuilder::engine_run();
+            let a = h.acquire(0, "w", "r", 1);
+            h.meta(0, Some(&a), "r", RunStatus::Running, 1);
+            h.mark(1, point, "r", leased.then_some(2));
+            let b = leased.then(|| h.acquire(1, "op", "r", 2));
+            h.meta(1, b.as_ref(), "r", RunStatus::Ok, 1);
+            h.judge("repairs_write_under_their_lease")
+        };
+        let v = repaired(false, "engine.repair.after_acquire");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("no lease after its repair point (epoch none)"), "{}", v[0].witness);
+        assert!(repaired(true, "engine.repair.after_acquire").is_empty());
+        assert!(repaired(false, "engine.boot.before_meta").is_empty(), "not a repair");
     }
 
     #[test]
