@@ -40,7 +40,48 @@ pub const ALL: &[Property] = &[
         not_checked: "A holder whose lease expired with nobody taking over (it is not superseded); when the window's work happened, only how much of it there was.",
         check: superseded_holder_stops_within_a_turn,
     },
+    Property {
+        name: "a_failed_renew_stops_the_heartbeat",
+        expectation: Expectation::Always,
+        claim: "Once a renew of an engine run's lease is refused (any refusal: lease_held, busy, invalid), the process that made it never renews that lease again: any renew failure requests cancel and stops the timer, and a worker cancels the drive and frees its slot (docs/engine-model.md 1.4, 5.2).",
+        not_checked: "Runs no engine actor started (store-level actors renew by their own rules); renews whose outcome is unknown (the process died with it in flight).",
+        check: a_failed_renew_stops_the_heartbeat,
+    },
 ];
+
+fn a_failed_renew_stops_the_heartbeat(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = super::engine::engine_runs(j);
+    // Per (process, lease): the first refused renew.
+    let mut refused: BTreeMap<(u32, u32, &str, &str, u64), &Call> = BTreeMap::new();
+    let mut reported = std::collections::BTreeSet::new();
+    for c in j.history.calls.iter().filter(|c| c.op == OpKind::Renew && runs.contains(c.run_id.as_str())) {
+        let Some(l) = &c.lease else { continue };
+        let key = (c.node, c.incarnation, l.run_id.as_str(), l.owner.as_str(), l.epoch.0);
+        if let Some(first) = refused.get(&key) {
+            if c.invoked_ns >= first.returned_ns.unwrap_or(u64::MAX) && reported.insert(key) {
+                out.push(
+                    Witness::new(format!(
+                        "n{} renewed run {} under epoch {} at t={} after its renew at t={} was refused ({}): a failed renew must cancel the segment and stop its heartbeat",
+                        c.node,
+                        l.run_id,
+                        l.epoch.0,
+                        t(c.invoked_ns),
+                        t(first.returned_ns.unwrap_or_default()),
+                        match &first.outcome {
+                            Outcome::Err { code, .. } => code.as_str(),
+                            _ => "?",
+                        }
+                    ))
+                    .on(c.op, c.id),
+                );
+                continue;
+            }
+        }
+        if matches!(c.outcome, Outcome::Err { .. }) {
+            refused.entry(key).or_insert(c);
+        }
+    }
+}
 
 fn superseded_holder_stops_within_a_turn(j: &Judged, out: &mut Vec<Witness>) {
     for w in windows(j) {
@@ -240,6 +281,28 @@ fn windows_of(j: &Judged, segs: &Segments) -> Vec<Window> {
 mod tests {
     //! The property fails on a minimal history (a segment pays after its refused renew) and
     //! passes its lawful twin (the payment came before the refusal: the window).
+
+    #[test]
+    fn a_renew_after_a_refused_renew_is_caught() {
+        use crate::history::{Args, OpKind};
+        use crate::oracle::testkit::engine::HistoryBuilder;
+        let renews = |engine: bool, again: bool| {
+            let mut h = if engine { HistoryBuilder::engine_run() } else { HistoryBuilder::default() };
+            let a = h.acquire(0, "w", "r", 1);
+            h.push(0, OpKind::Renew, "r", Some(a.clone()), Args::default(), None);
+            h.refuse_last("busy");
+            if again {
+                h.push(0, OpKind::Renew, "r", Some(a.clone()), Args::default(), None);
+            }
+            h.push(0, OpKind::Release, "r", Some(a), Args::default(), None);
+            h.judge("a_failed_renew_stops_the_heartbeat")
+        };
+        let v = renews(true, true);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("was refused (busy)"), "{}", v[0].witness);
+        assert!(renews(true, false).is_empty(), "the refusal, then the cancel's release");
+        assert!(renews(false, true).is_empty(), "a store-level actor's run");
+    }
 
     use store::{Epoch, Lease};
 
