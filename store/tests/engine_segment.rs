@@ -641,24 +641,6 @@ fn a_refused_receipt_is_swallowed_but_latched_and_leaves_a_seq_gap() {
     });
 }
 
-/// [`TestEffects`] minting another genesis: a recreated run.
-struct Recreated(TestEffects);
-
-impl store::engine::Effects for Recreated {
-    fn provider_call(
-        &self,
-        call: &store::engine::PaidCall,
-    ) -> store::LocalFuture<'static, serde_json::Value> {
-        self.0.provider_call(call)
-    }
-    fn tool_execute(&self, call: &store::engine::ToolCall) -> store::LocalFuture<'static, serde_json::Value> {
-        self.0.tool_execute(call)
-    }
-    fn mint_genesis(&self, run_id: &str) -> String {
-        format!("gen-{run_id}-recreated")
-    }
-}
-
 /// Stop 50's finding at engine level (docs/engine-model.md 6.1): a segment checkpoints one
 /// turn of its agent and dies; a host's `deleteRun` deletes the checkpoint and dies before its
 /// journal delete. Without `delete_marks_generation` (`pre_tombstone`) a retry boots the
@@ -763,7 +745,7 @@ fn a_retry_of_a_run_whose_deletion_cascade_was_cut_is_refused_only_under_current
                 let again = Engine::new(
                     store.clone(),
                     blobs.clone(),
-                    Recreated(TestEffects::new()),
+                    Minting::default(),
                     plain.clone(),
                     profile,
                     "host",

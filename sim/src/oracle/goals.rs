@@ -549,14 +549,7 @@ mod tests {
         assert!(!met(&h, goal), "the nearest point is the prune's");
         // The deletion record alone is a cascade write.
         let mut h = HistoryBuilder::engine_run();
-        h.push(
-            0,
-            OpKind::BlobPut,
-            "r",
-            None,
-            Args { blob_ref: Some("r".into()), bytes: Some(vec![]), ..Args::default() },
-            None,
-        );
+        h.deletion_record(0, None, "r", b"");
         resumed(&mut h);
         assert!(met(&h, goal));
     }

@@ -247,6 +247,11 @@ pub mod engine {
             let args = Args { blob_ref: Some(r), bytes: Some(bytes), ..Args::default() };
             self.push(node, OpKind::BlobPut, run, Some(l.clone()), args, None);
         }
+        /// A put of run `run`'s deletion record (the bare ref `<run>`) holding `bytes`.
+        pub fn deletion_record(&mut self, node: u32, l: Option<&Lease>, run: &str, bytes: &[u8]) {
+            let args = Args { blob_ref: Some(run.into()), bytes: Some(bytes.to_vec()), ..Args::default() };
+            self.push(node, OpKind::BlobPut, run, l.cloned(), args, None);
+        }
         /// A blob delete of `blob_ref` (of run `run`) that applied.
         pub fn blob_delete(&mut self, node: u32, l: Option<&Lease>, run: &str, blob_ref: &str) {
             let args = Args { blob_ref: Some(blob_ref.into()), ..Args::default() };

@@ -711,18 +711,10 @@ mod tests {
         boot(&mut h, "g2");
         assert!(h.judge(p).is_empty());
         // A meta without a genesis is named by an empty record.
-        use crate::history::{Args, OpKind};
         let mut h = HistoryBuilder::engine_run();
         let a = h.acquire(0, "a", "r", 1);
         h.meta(0, Some(&a), "r", RunStatus::Error, 1);
-        h.push(
-            1,
-            OpKind::BlobPut,
-            "r",
-            None,
-            Args { blob_ref: Some("r".into()), bytes: Some(vec![]), ..Args::default() },
-            None,
-        );
+        h.deletion_record(1, None, "r", b"");
         let b = h.acquire(2, "b", "r", 2);
         h.meta(2, Some(&b), "r", RunStatus::Running, 2);
         assert_eq!(h.judge(p).len(), 1);
