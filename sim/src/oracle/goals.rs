@@ -334,15 +334,18 @@ fn retention_deleted_a_run(j: &Judged) -> bool {
     })
 }
 
-/// The deletion cascade writes that applied, in apply order: a put of a run's deletion
-/// record (a bare ref: only a cascade writes one), and a blob delete whose identity's nearest
+/// The deletion cascade writes that applied on runs an engine actor started, in apply order:
+/// a put of a run's deletion record (a bare ref: only a cascade writes one; a store-level
+/// workload's bare ref is a blob like another), and a blob delete whose identity's nearest
 /// engine point on the run before it is a cascade's (`engine.delete.before_blobs`, or the
 /// retention's `worker.retention.after_acquire`; a prune's blob deletes follow
 /// `engine.prune.before_delete`).
 pub(super) fn cascade_writes<'h>(j: &Judged<'h>) -> Vec<&'h Call> {
+    let runs = super::engine::engine_runs(j);
     j.applied
         .iter()
         .copied()
+        .filter(|c| runs.contains(c.run_id.as_str()))
         .filter(|c| match c.op {
             OpKind::BlobPut => c.args.blob_ref.as_deref().is_some_and(|r| !r.contains('/')),
             OpKind::BlobDelete => {

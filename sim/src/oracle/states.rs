@@ -630,6 +630,9 @@ mod tests {
             names(&h.h).into_iter().filter(|n| n.starts_with("cut:")).collect()
         };
         assert_eq!(cuts(&cascade(false)), ["cut:record:none"]);
+        let mut store_level = cascade(true);
+        store_level.h.facts.clear();
+        assert!(cuts(&store_level).is_empty(), "a run no engine actor started: its bare ref is a blob");
         let mut h = cascade(true);
         h.fact(2, "host", FactKind::Resumed { run_id: "r".into(), workflow: "happy".into() });
         let b = h.acquire(2, "b", "r", 2);
