@@ -16,7 +16,7 @@ use serde_json::Value;
 use store::engine::{Op, PROVIDER_CALL_DECISION_TYPE, RUN_SETTLE_DECISION_TYPE};
 use store::{RunFilter, RunStatus};
 
-use crate::history::{Args, OpKind};
+use crate::history::{Args, Call, OpKind};
 
 /// A run status as meta records it (docs/engine-model.md 3.1): `running` and `suspended` are
 /// resumable, the other four terminal.
@@ -294,6 +294,18 @@ pub fn run_of_ref(blob_ref: &str) -> &str {
         Some(i) => &blob_ref[..i],
         None => blob_ref,
     }
+}
+
+/// Whether a call puts a run's deletion record: the bare ref `<runId>`, holding the generation
+/// (the meta's `genesis`) a deletion cascade began on (docs/engine-model.md 6.1).
+pub fn is_deletion_record_put(c: &Call) -> bool {
+    c.op == OpKind::BlobPut && c.args.blob_ref.as_deref() == Some(c.run_id.as_str())
+}
+
+/// Whether a deletion record put names the generation `genesis` (the empty string names a meta
+/// without one).
+pub fn record_names(record: &Call, genesis: Option<&str>) -> bool {
+    record.args.bytes.as_deref().unwrap_or_default() == genesis.unwrap_or_default().as_bytes()
 }
 
 /// The running seq of a checkpoint ref `<runId>/ckpt/<runningSeq>` (docs/engine-model.md 4.1).

@@ -19,7 +19,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::contract::{checkpoint_seq, EntryView, JournalRefs, MetaView, Status};
+use super::contract::{
+    checkpoint_seq, is_deletion_record_put, record_names, EntryView, JournalRefs, MetaView, Status,
+};
 use super::model::{t, Judged};
 use super::{Expectation, Property, Witness};
 use crate::history::{describe_call, Call, OpKind};
@@ -124,18 +126,14 @@ fn finishing_deletes(j: &Judged) -> std::collections::BTreeSet<usize> {
                     genesis.insert(run, m.genesis);
                 }
             }
-            OpKind::BlobPut if c.args.blob_ref.as_deref() == Some(run) => {
+            OpKind::BlobPut if is_deletion_record_put(c) => {
                 records.entry(run).or_default().push(c);
             }
             OpKind::Delete => {
                 // The deleter's own cascade writes a record too: any other identity's counts.
                 let named = genesis.remove(run).is_some_and(|g| {
                     records.get(run).is_some_and(|rs| {
-                        rs.iter().any(|r| {
-                            who(r) != who(c)
-                                && r.args.bytes.as_deref().unwrap_or_default()
-                                    == g.as_deref().unwrap_or_default().as_bytes()
-                        })
+                        rs.iter().any(|r| who(r) != who(c) && record_names(r, g.as_deref()))
                     })
                 });
                 if named {

@@ -6,7 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use super::contract::{EntryView, MetaView, Status};
+use super::contract::{is_deletion_record_put, EntryView, MetaView, Status};
+use super::engine::order;
 use super::model::{walk_grants, Judged};
 use crate::history::{Call, FactKind, OpKind, Outcome};
 
@@ -347,9 +348,9 @@ pub(super) fn cascade_writes<'h>(j: &Judged<'h>) -> Vec<&'h Call> {
         .copied()
         .filter(|c| runs.contains(c.run_id.as_str()))
         .filter(|c| match c.op {
-            OpKind::BlobPut => c.args.blob_ref.as_deref().is_some_and(|r| !r.contains('/')),
+            OpKind::BlobPut => is_deletion_record_put(c),
             OpKind::BlobDelete => {
-                let order = c.applied.as_ref().map_or(usize::MAX, |a| a.order);
+                let order = order(c);
                 j.history
                     .marks
                     .iter()
@@ -369,7 +370,6 @@ pub(super) fn cascade_writes<'h>(j: &Judged<'h>) -> Vec<&'h Call> {
 }
 
 fn cut_cascade_then_retried(j: &Judged) -> bool {
-    let order = |c: &Call| c.applied.as_ref().map_or(usize::MAX, |a| a.order);
     let mut cascade: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for c in cascade_writes(j) {
         cascade.entry(c.run_id.as_str()).or_default().push(order(c));
@@ -410,7 +410,7 @@ fn census_listed_a_run_with_no_entry(j: &Judged) -> bool {
 mod tests {
     use store::RunStatus;
 
-    use crate::history::{Args, FactKind, OpKind};
+    use crate::history::FactKind;
     use crate::oracle::model::Judged;
     use crate::oracle::testkit::engine::*;
     use crate::oracle::Expect;
@@ -520,14 +520,7 @@ mod tests {
             h.meta(0, Some(&l), "r", RunStatus::Error, 1);
             h.ckpt(0, &l, "r", 1, 1);
             if record {
-                h.push(
-                    0,
-                    OpKind::BlobPut,
-                    "r",
-                    Some(l.clone()),
-                    Args { blob_ref: Some("r".into()), bytes: Some(vec![]), ..Args::default() },
-                    None,
-                );
+                h.deletion_record(0, Some(&l), "r", b"");
             }
             h.mark(0, "engine.delete.before_blobs", "r", Some(1));
             h.blob_delete(0, Some(&l), "r", "r/ckpt/1");

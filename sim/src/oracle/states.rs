@@ -353,7 +353,7 @@ pub fn reached(j: &Judged) -> Vec<u16> {
     }
     // Cut cascades: per identity and run, the last cascade write after which the identity's
     // journal delete of the run never applied, and what the run met next.
-    let order = |c: &Call| c.applied.as_ref().map_or(usize::MAX, |a| a.order);
+    let order = super::engine::order;
     let identity = |c: &Call| (c.node, c.incarnation, c.args.actor.clone(), c.run_id.clone());
     let mut cut: BTreeMap<(u32, u32, Option<String>, String), &Call> = BTreeMap::new();
     for w in super::goals::cascade_writes(j) {
@@ -368,7 +368,6 @@ pub fn reached(j: &Judged) -> Vec<u16> {
             continue;
         }
         let step = if w.op == OpKind::BlobPut { "record" } else { "blob_delete" };
-        let mut met = false;
         let resumed = j.history.facts.iter().any(|f| {
             matches!(&f.kind, FactKind::Resumed { run_id, .. } if run_id == run)
                 && f.applied_before > order(w)
@@ -377,11 +376,10 @@ pub fn reached(j: &Judged) -> Vec<u16> {
         let deleted = later().any(|c| c.op == OpKind::Delete);
         for (hit, next) in [(resumed, "resumed"), (booted, "booted"), (deleted, "deleted")] {
             if hit {
-                met = true;
                 push(&format!("cut:{step}:{next}"));
             }
         }
-        if !met {
+        if !(resumed || booted || deleted) {
             push(&format!("cut:{step}:none"));
         }
     }
@@ -610,7 +608,6 @@ mod tests {
 
     #[test]
     fn a_cut_cascade_is_named_by_its_last_write_and_what_the_run_met_next() {
-        use crate::history::Args;
         use crate::oracle::testkit::engine::HistoryBuilder;
         use store::RunStatus;
         let cascade = |blob: bool| {
@@ -618,8 +615,7 @@ mod tests {
             let a = h.acquire(0, "a", "r", 1);
             h.meta(0, Some(&a), "r", RunStatus::Error, 1);
             h.ckpt(0, &a, "r", 1, 1);
-            let record = Args { blob_ref: Some("r".into()), bytes: Some(vec![]), ..Args::default() };
-            h.push(1, OpKind::BlobPut, "r", None, record, None);
+            h.deletion_record(1, None, "r", b"");
             if blob {
                 h.mark(1, "engine.delete.before_blobs", "r", None);
                 h.blob_delete(1, None, "r", "r/ckpt/1");

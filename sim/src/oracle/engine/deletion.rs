@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use super::super::contract::{run_of_ref, MetaView};
+use super::super::contract::{is_deletion_record_put, record_names, run_of_ref, MetaView};
 use super::super::model::{t, walk_grants, who, Judged};
 use super::super::{Expectation, Property, Witness};
 use super::*;
@@ -343,9 +343,7 @@ fn deleted_run_stays_deleted(j: &Judged, out: &mut Vec<Witness>) {
 /// A put of the run's deletion record: the bare ref `<run>` (docs/engine-model.md 6.1), of a
 /// run an engine actor started (a store-level workload's bare ref is a blob like another).
 fn is_deletion_record(c: &Call, runs: &std::collections::BTreeSet<&str>) -> bool {
-    c.op == OpKind::BlobPut
-        && c.args.blob_ref.as_deref() == Some(c.run_id.as_str())
-        && runs.contains(c.run_id.as_str())
+    is_deletion_record_put(c) && runs.contains(c.run_id.as_str())
 }
 
 pub const DELETION_RECORD_PRECEDES_BLOB_DELETES: Property = Property {
@@ -360,7 +358,7 @@ fn deletion_record_precedes_blob_deletes(j: &Judged, out: &mut Vec<Witness>) {
     let runs = engine_runs(j);
     // Judged only where the engine writes deletion records at all (an engine run's bare ref
     // was put): a profile without the record has nothing to judge.
-    if !j.history.calls.iter().any(|c| c.op == OpKind::BlobPut && is_deletion_record(c, &runs)) {
+    if !j.history.calls.iter().any(|c| is_deletion_record(c, &runs)) {
         return;
     }
     let calls = &j.history.calls;
@@ -370,10 +368,8 @@ fn deletion_record_precedes_blob_deletes(j: &Judged, out: &mut Vec<Witness>) {
             && a.run_id == b.run_id
     };
     let mut judged: std::collections::BTreeSet<usize> = std::collections::BTreeSet::new();
+    // Cascade writes are of engine runs only.
     for d in super::super::goals::cascade_writes(j).into_iter().filter(|c| c.op == OpKind::BlobDelete) {
-        if !runs.contains(d.run_id.as_str()) {
-            continue;
-        }
         // The cascade's listing (its identity's last blob listing of the run before it) and
         // the meta read the cascade decided from (its last meta read of the run since).
         let Some(list) = calls[..d.id].iter().rev().find(|c| c.op == OpKind::BlobList && same(c, d)) else {
@@ -384,14 +380,14 @@ fn deletion_record_precedes_blob_deletes(j: &Judged, out: &mut Vec<Witness>) {
         }
         let read = calls[list.id..d.id].iter().rev().find(|c| c.op == OpKind::GetMeta && same(c, d));
         let Some(Read::Meta(Some(meta))) = read.and_then(|c| c.read.as_ref()) else { continue };
-        let generation = meta.genesis.clone().unwrap_or_default();
+        let generation = meta.genesis.as_deref();
         let record = |before: bool| {
             j.applied.iter().copied().find(|&w| {
                 is_deletion_record(w, &runs)
                     && same(w, d)
                     && w.id > list.id
                     && (order(w) < order(d)) == before
-                    && w.args.bytes.as_deref() == Some(generation.as_bytes())
+                    && record_names(w, generation)
             })
         };
         if record(true).is_some() {
@@ -407,11 +403,12 @@ fn deletion_record_precedes_blob_deletes(j: &Judged, out: &mut Vec<Witness>) {
                 t(Judged::applied_ns(w)),
             ),
             None => format!(
-                "{}'s deletion cascade of run {} deleted blob {} at t={} with no deletion record naming the generation {generation:?} its meta read found: a cascade cut from here leaves a run with blobs gone that a resume boots",
+                "{}'s deletion cascade of run {} deleted blob {} at t={} with no deletion record naming the generation {:?} its meta read found: a cascade cut from here leaves a run with blobs gone that a resume boots",
                 who(d),
                 d.run_id,
                 d.args.blob_ref.as_deref().unwrap_or("?"),
                 t(Judged::applied_ns(d)),
+                generation.unwrap_or_default(),
             ),
         };
         out.push(Witness { witness, op: Some(d.op.as_str()), call: Some(d.id) });
@@ -445,9 +442,9 @@ fn no_boot_of_a_recorded_generation(j: &Judged, out: &mut Vec<Witness>) {
             OpKind::Acquire => {
                 let Some(g) = &c.granted else { continue };
                 let named = match (meta.get(run), record.get(run)) {
-                    (Some(m), Some(r)) => (m.genesis.as_deref().unwrap_or_default().as_bytes()
-                        == r.args.bytes.as_deref().unwrap_or_default())
-                    .then(|| (*r, m.segments.unwrap_or(0))),
+                    (Some(m), Some(r)) => {
+                        record_names(r, m.genesis.as_deref()).then(|| (*r, m.segments.unwrap_or(0)))
+                    }
                     _ => None,
                 };
                 match named {
@@ -615,14 +612,13 @@ mod tests {
         let mut seen = crate::oracle::testkit::meta_record("r", RunStatus::Error);
         seen.genesis = Some("g1".into());
         h.h.calls.last_mut().expect("the read").read = Some(crate::history::Read::Meta(Some(seen)));
-        let record = Args { blob_ref: Some("r".into()), bytes: Some(b"g1".to_vec()), ..Args::default() };
         if record_first {
-            h.push(1, OpKind::BlobPut, "r", None, record.clone(), None);
+            h.deletion_record(1, None, "r", b"g1");
         }
         h.mark(1, "engine.delete.before_blobs", "r", None);
         h.blob_delete(1, None, "r", "r/ckpt/1");
         if !record_first {
-            h.push(1, OpKind::BlobPut, "r", None, record, None);
+            h.deletion_record(1, None, "r", b"g1");
         }
         h
     }
@@ -669,9 +665,7 @@ mod tests {
         h.ckpt(0, &a, "r", 1, 1);
         h.push(1, crate::history::OpKind::BlobList, "r", None, Default::default(), None);
         h.blob_delete(0, Some(&a), "r", "r/ckpt/1");
-        let args =
-            crate::history::Args { blob_ref: Some("r".into()), bytes: Some(vec![]), ..Default::default() };
-        h.push(1, crate::history::OpKind::BlobPut, "r", None, args, None);
+        h.deletion_record(1, None, "r", b"");
         assert!(h.judge(p).is_empty());
     }
 
