@@ -122,6 +122,12 @@ pub struct EngineScenario {
     /// that still lists it): the resume recreates the run with no genesis (docs/engine-model.md
     /// 5.3), a run whose own deletion record is then the empty string.
     pub retry_deleted: bool,
+    /// Whether each process serves a status page: a reader that every 10-40 ms reads the
+    /// meta and the journal of a run its process holds a lease on (else of any run), as
+    /// rulvar's dashboard in a worker process does, through the process's own store (so its
+    /// reads meet the process's own writes in flight: they must see committed state only).
+    /// In plans that carry `Swarm::status_pages`: every derived one.
+    pub status_page: bool,
     /// The coverage goals a sweep must meet, each in a share of its seeds.
     pub coverage: &'static [Required],
 }
@@ -176,6 +182,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
     retry_any: false,
     redeliveries: false,
     retry_deleted: false,
+    status_page: false,
     coverage: &[
         required("busy_met", 200),
         required("crash_after_commit", 30),
@@ -209,12 +216,17 @@ const RACING_SOLO: u32 = 45;
 /// (measured over seeds 0..1000: 801 per mille).
 const REDELIVERED_SOLO: u32 = 600;
 
+/// Share (per mille) of queue-solo seeds in which the status page reads a run while its own
+/// process's write of it stands stalled before its commit (measured over seeds 0..1000: 276
+/// per mille).
+const READ_BESIDE_SOLO: u32 = 150;
+
 /// rulvar's commonest queue deployment: one worker process, hosts elsewhere. The queue's
 /// workload (nodes, runs, workflows, `tmp-` share, labels, host deletes, faults everywhere);
 /// what differs is written out.
 pub static QUEUE_SOLO: EngineScenario = EngineScenario {
     name: "queue-solo",
-    describe: "one long-lived queue worker (it remembers the runs it parked) beside hosts that retry any run (two retries of one run race) and operators that also redeliver answers already given, with swarm faults, then a heal",
+    describe: "one long-lived queue worker (it remembers the runs it parked) beside hosts that retry any run (two retries of one run race), operators that also redeliver answers already given, and a status page in every process reading the runs it works on, with swarm faults, then a heal",
     retry_per_mille: 250,
     key_points: &[],
     repairs: false,
@@ -226,6 +238,7 @@ pub static QUEUE_SOLO: EngineScenario = EngineScenario {
     retry_any: true,
     redeliveries: true,
     retry_deleted: false,
+    status_page: true,
     coverage: &[
         required("run_resumed_by_a_later_segment", 500),
         required("suspension_resolved", 300),
@@ -238,6 +251,7 @@ pub static QUEUE_SOLO: EngineScenario = EngineScenario {
         // id-only rule; 400 keeps a margin at 200-seed sweeps.
         required("retention_deleted_a_run", 400),
         required("resume_under_another_workflow_refused", 40),
+        required("read_beside_own_uncommitted_write", READ_BESIDE_SOLO),
     ],
     ..QUEUE
 };
@@ -263,6 +277,7 @@ pub static F1_STALE_SETTLE: EngineScenario = EngineScenario {
     retry_any: false,
     redeliveries: false,
     retry_deleted: false,
+    status_page: false,
     coverage: &[
         required("restarted_process_wrote", 40),
         required("run_resumed_by_a_later_segment", 150),
@@ -294,6 +309,7 @@ pub static F2_STALE_CHECKPOINT: EngineScenario = EngineScenario {
     retry_any: false,
     redeliveries: false,
     retry_deleted: false,
+    status_page: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 150),
         required("superseded_write_refused", 120),
@@ -324,6 +340,7 @@ pub static F4_STALE_RETENTION: EngineScenario = EngineScenario {
     retry_any: false,
     redeliveries: false,
     retry_deleted: false,
+    status_page: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 60),
         required("superseded_write_refused", 80),
@@ -362,6 +379,7 @@ pub static DELETE_CUTS: EngineScenario = EngineScenario {
     retry_any: true,
     redeliveries: false,
     retry_deleted: true,
+    status_page: false,
     coverage: &[
         required("busy_met", 300),
         required("crash_after_commit", 100),
@@ -399,6 +417,7 @@ pub struct QueueShared {
     pub retry_any: bool,
     pub redeliveries: bool,
     pub retry_deleted: bool,
+    pub status_page: bool,
     /// The runs a host's delete took (its cascade finished): the runs a `retry_deleted` host
     /// may retry with no meta to read.
     pub deleted: RefCell<BTreeSet<String>>,
@@ -690,6 +709,7 @@ impl Scenario for EngineScenario {
             retry_any: self.retry_any,
             redeliveries: self.redeliveries,
             retry_deleted: self.retry_deleted,
+            status_page: self.status_page,
             deleted: RefCell::new(BTreeSet::new()),
             retrying: RefCell::new(BTreeMap::new()),
             pending: RefCell::new(BTreeMap::new()),
@@ -992,6 +1012,46 @@ async fn node_body(node: NodeCtx) {
                 sh.host_op(index, incarnation, -1);
                 if !sink.settled(&spec.run_id, "retry", &r) {
                     return;
+                }
+            }
+        }));
+    }
+
+    if sh.status_page && node.world.plan.swarm.status_pages {
+        let (journal, sh, world) = (engine.clone(), sh.clone(), node.world.clone());
+        let (index, incarnation) = (node.index, node.incarnation);
+        let actor = format!("page-n{index}-i{incarnation}");
+        let mine = [format!("host-n{index}-i{incarnation}"), format!("worker-n{index}-i{incarnation}")];
+        madsim::task::spawn_local(under_actor(&actor, async move {
+            let mut r = rng(sh.seed, "status-page", u64::from(index) << 32 | u64::from(incarnation));
+            while !sh.stop.get() && !sh.heal.get() && !sh.runs.is_empty() {
+                madsim::time::sleep(Duration::from_millis(r.between(10, 40))).await;
+                // The page shows the runs its own process works on (those whose lease one of
+                // its identities holds), else any run of the workload.
+                let working: Vec<&str> = sh
+                    .runs
+                    .iter()
+                    .map(|s| s.run_id.as_str())
+                    .filter(|run| world.observe_lease(run).is_some_and(|row| mine.contains(&row.owner)))
+                    .collect();
+                let run = if working.is_empty() {
+                    sh.runs[r.between(0, sh.runs.len() as u64 - 1) as usize].run_id.as_str()
+                } else {
+                    working[r.between(0, working.len() as u64 - 1) as usize]
+                };
+                // The run's status and its transcript, in either order (two panels of the
+                // page load independently). Whatever they return is judged against the
+                // committed history (`reads_see_serial_history`).
+                let transcript_first = r.chance(500);
+                for read in 0..2 {
+                    let crashed = if (read == 0) == transcript_first {
+                        matches!(journal.journal().load(run).await, Err(StoreError::Crashed { .. }))
+                    } else {
+                        matches!(journal.journal().get_meta(run).await, Err(StoreError::Crashed { .. }))
+                    };
+                    if crashed {
+                        return;
+                    }
                 }
             }
         }));

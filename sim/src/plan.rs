@@ -237,6 +237,12 @@ pub struct Swarm {
     /// replays as it did (every worker applying retention).
     #[serde(default, skip_serializing_if = "is_false")]
     pub default_workers: bool,
+    /// Whether a scenario that serves status pages (`queue-solo`) runs them:
+    /// a reader in every process (see `EngineScenario::status_page`). Every derived plan
+    /// carries `true`; a plan saved before status pages existed reads `false` and replays as
+    /// it did (the page's reads take the process's call lock, so they move its schedule).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub status_pages: bool,
 }
 
 /// The share of drawn worker stops that derived plans deliver as interrupts, per mille.
@@ -264,6 +270,7 @@ impl Swarm {
             contend_per_mille: 0,
             interrupt_per_mille: 0,
             default_workers: false,
+            status_pages: false,
         }
     }
 }
@@ -598,6 +605,7 @@ impl Plan {
                 contend_per_mille,
                 interrupt_per_mille: INTERRUPT_PER_MILLE,
                 default_workers: true,
+                status_pages: true,
             },
             decisions: Vec::new(),
             recipe: Some(Recipe {

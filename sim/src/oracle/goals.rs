@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use super::contract::{is_deletion_record_put, EntryView, MetaView, Status};
 use super::engine::order;
 use super::model::{walk_grants, Judged};
-use crate::history::{Call, FactKind, OpKind, Outcome};
+use crate::history::{Call, FactKind, FaultKind, OpKind, Outcome};
 
 pub use crate::verdict::{required, Required};
 
@@ -39,6 +39,11 @@ pub const GOALS: &[Goal] = &[
         check: superseded_write_refused,
     },
     Goal { name: "busy_met", claim: "A call met SQLITE_BUSY.", check: busy_met },
+    Goal {
+        name: "read_beside_own_uncommitted_write",
+        claim: "A read of a run was invoked after a write of that run by the same process, while that write stood stalled between its last statement and its commit: reads_see_serial_history judged whether it saw the uncommitted write.",
+        check: read_beside_own_uncommitted_write,
+    },
     Goal {
         name: "malformed_input_refused",
         claim: "A call the contract calls malformed (a run id, blob ref, owner or seq) was refused as invalid input.",
@@ -160,6 +165,29 @@ fn superseded_write_refused(j: &Judged) -> bool {
         }
     }
     false
+}
+
+fn read_beside_own_uncommitted_write(j: &Judged) -> bool {
+    let calls = &j.history.calls;
+    j.history.faults.iter().any(|f| {
+        let inside = f.point.name().ends_with(".before_commit");
+        let stalled =
+            matches!(f.kind, FaultKind::Stall | FaultKind::StallToExpiry | FaultKind::StallBeforeExpiry);
+        if !inside || !stalled {
+            return false;
+        }
+        let Some(w) = f.call.and_then(|id| calls.get(id)).filter(|c| Some(c.id) == f.call) else {
+            return false;
+        };
+        let until = f.until_ns.unwrap_or(f.at_ns);
+        calls.iter().any(|r| {
+            matches!(r.op, OpKind::Load | OpKind::GetMeta)
+                && r.id > w.id
+                && (r.node, r.incarnation) == (w.node, w.incarnation)
+                && r.run_id == w.run_id
+                && (f.at_ns..until).contains(&r.invoked_ns)
+        })
+    })
 }
 
 fn busy_met(j: &Judged) -> bool {
@@ -506,6 +534,39 @@ mod tests {
         assert!(!met(&h, goal), "the point, but no delete after it");
         h.delete(0, None, "r");
         assert!(met(&h, goal));
+    }
+
+    #[test]
+    fn a_read_beside_its_own_uncommitted_write_is_met_only_inside_that_write() {
+        use crate::history::{FaultKind, FaultRec};
+        use store::FaultPoint;
+        let goal = "read_beside_own_uncommitted_write";
+        // An append by n0 stalls 10 ms at `point`, then `reader` reads the run `at` ms later.
+        let stalled = |point: FaultPoint, kind: FaultKind, reader: u32, at: u64| {
+            let mut h = HistoryBuilder::engine_run();
+            let l = h.acquire(0, "w", "r", 1);
+            h.append(0, &l, "r", serde_json::json!({"seq": 0, "kind": "agent"}));
+            let write = h.h.calls.last().expect("the append").clone();
+            h.h.faults.push(FaultRec {
+                at_ns: write.invoked_ns,
+                node: 0,
+                point,
+                kind,
+                call: Some(write.id),
+                run_id: Some("r".into()),
+                until_ns: Some(write.invoked_ns + 10_000_000),
+            });
+            h.now_ms = (write.invoked_ns / 1_000_000) as i64 + at as i64 - 1;
+            h.read_meta(reader, "page", "r");
+            h
+        };
+        let inside = FaultPoint::SqliteAppendBeforeCommit;
+        assert!(met(&stalled(inside, FaultKind::Stall, 0, 5), goal));
+        assert!(!met(&stalled(inside, FaultKind::Stall, 1, 5), goal), "another process's read");
+        assert!(!met(&stalled(inside, FaultKind::Stall, 0, 15), goal), "after the stall");
+        assert!(!met(&stalled(inside, FaultKind::Yield, 0, 0), goal), "a yield holds nothing open");
+        let checked = FaultPoint::SqliteAppendAfterCheck;
+        assert!(!met(&stalled(checked, FaultKind::Stall, 0, 5), goal), "nothing written yet");
     }
 
     #[test]
