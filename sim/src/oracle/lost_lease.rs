@@ -20,10 +20,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::contract::{MetaView, Status};
 use super::model::{t, Judged};
 use super::{Expectation, Property, Witness};
-use crate::history::{describe_call, Call, Fact, FactKind, FaultKind, OpKind, Outcome};
+use crate::history::{describe_call, Call, Fact, FactKind, OpKind, Outcome};
 
 /// The lost-lease properties.
 pub const ALL: &[Property] = &[
@@ -48,103 +47,7 @@ pub const ALL: &[Property] = &[
         not_checked: "Runs no engine actor started (store-level actors renew by their own rules); renews whose outcome is unknown (the process died with it in flight).",
         check: a_failed_renew_stops_the_heartbeat,
     },
-    Property {
-        name: "the_heartbeat_lasts_until_settled",
-        expectation: Expectation::Always,
-        claim: "An engine run's lease is renewed at its cadence until the segment has written its settle meta: once a renew of the lease returns, the process that holds it renews again within floor(ttl/3) ms, or makes no further write to the run under that lease before it does (docs/engine-model.md 1.4: the timer is cleared strictly after the terminal meta write; 5: the worker's timer runs until the drive resolves).",
-        not_checked: "A tenure before its first renew returns (a caller's lease may come with no heartbeat); writes after the segment's settle meta, after a refused or unanswered renew, or after the worker was stopped; a gap in which the holder's process was paused or its renew point stalled (the timer fired, late by the fault).",
-        check: the_heartbeat_lasts_until_settled,
-    },
 ];
-
-/// How late a renew may come past its cadence: the instant's own ordering, not a second
-/// timer tick.
-const CADENCE_SLACK_NS: u64 = 1_000_000;
-
-/// The points the renew timers pass before their renew (a stall there delays the renew, not
-/// the timer).
-const RENEW_POINTS: [&str; 2] = ["engine.renew.before_renew", "worker.drive.before_renew"];
-
-fn the_heartbeat_lasts_until_settled(j: &Judged, out: &mut Vec<Witness>) {
-    let Some(ttl) = j.expect.ttl_ms else { return };
-    // rulvar's cadence (docs/engine-model.md 1): max(1, floor(ttl / 3)) ms.
-    let every_ns = (ttl / 3).max(1) * 1_000_000;
-    let runs = super::engine::engine_runs(j);
-    // Per (process, lease): its renews and its writes of the run under that lease, in
-    // invocation order (calls are recorded as invoked).
-    type Tenure<'h> = (u32, u32, &'h str, &'h str, u64);
-    let mut tenures: BTreeMap<Tenure, Vec<&Call>> = BTreeMap::new();
-    for c in &j.history.calls {
-        let Some(l) = &c.lease else { continue };
-        let judged = matches!(c.op, OpKind::Renew | OpKind::Append | OpKind::PutMeta | OpKind::BlobPut);
-        if !judged || !runs.contains(c.run_id.as_str()) || l.run_id != c.run_id {
-            continue;
-        }
-        tenures
-            .entry((c.node, c.incarnation, c.run_id.as_str(), l.owner.as_str(), l.epoch.0))
-            .or_default()
-            .push(c);
-    }
-    for ((node, incarnation, run, _, epoch), calls) in tenures {
-        // Whatever excuses a late timer between `from` and `to` on this process.
-        let excused = |from: u64, to: u64| {
-            j.history.faults.iter().any(|f| {
-                f.node == node
-                    && (from..=to).contains(&f.at_ns)
-                    && (f.kind == FaultKind::Pause
-                        || (RENEW_POINTS.contains(&f.point.name()) && f.run_id.as_deref() == Some(run)))
-            }) || j.history.facts.iter().any(|f| {
-                f.node == node
-                    && f.incarnation == incarnation
-                    && f.at_ns <= to
-                    && matches!(f.kind, FactKind::WorkerStopped)
-            })
-        };
-        // The last renew's return, while the heartbeat is judged.
-        let mut renewed: Option<u64> = None;
-        for c in calls {
-            if let Some(from) = renewed {
-                let due = from + every_ns + CADENCE_SLACK_NS;
-                if c.invoked_ns > due && !excused(from, c.invoked_ns) {
-                    out.push(
-                        Witness::new(format!(
-                            "n{node} {} run {run} under epoch {epoch} at t={}, but its last renew returned at t={} and none followed by t={} (the cadence is {}ms): the heartbeat stopped before the segment settled",
-                            match c.op {
-                                OpKind::Renew => "renewed",
-                                _ => "wrote",
-                            },
-                            t(c.invoked_ns),
-                            t(from),
-                            t(from + every_ns),
-                            every_ns / 1_000_000
-                        ))
-                        .on(c.op, c.id),
-                    );
-                    break;
-                }
-            }
-            match c.op {
-                OpKind::Renew => match (&c.outcome, c.returned_ns) {
-                    (o, Some(back)) if o.is_ok() => renewed = Some(back),
-                    // Refused (the timer stops) or unanswered (the process died with it).
-                    _ => break,
-                },
-                OpKind::PutMeta => {
-                    let settled = c
-                        .args
-                        .payload
-                        .as_deref()
-                        .and_then(MetaView::parse)
-                        .is_some_and(|m| m.status != Status::Running);
-                    if settled {
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-}
 
 fn a_failed_renew_stops_the_heartbeat(j: &Judged, out: &mut Vec<Witness>) {
     let runs = super::engine::engine_runs(j);
@@ -399,59 +302,6 @@ mod tests {
         assert!(v[0].witness.contains("was refused (busy)"), "{}", v[0].witness);
         assert!(renews(true, false).is_empty(), "the refusal, then the cancel's release");
         assert!(renews(false, true).is_empty(), "a store-level actor's run");
-    }
-
-    #[test]
-    fn a_heartbeat_that_stops_before_the_settle_meta_is_caught() {
-        use crate::history::{Args, FaultRec, OpKind};
-        use crate::oracle::testkit::engine::{HistoryBuilder, TTL};
-        use store::{FaultPoint, RunStatus};
-        // The cadence is TTL / 3 = 100 ms. `renew_at` is when the second renew comes (none
-        // when `None`); the settle meta is written 150 ms after the first renew.
-        let settle = |renew_at: Option<i64>, first_renew_ok: bool, fault: Option<(FaultPoint, FaultKind)>| {
-            let mut h = HistoryBuilder::engine_run();
-            h.expect.ttl_ms = Some(TTL as u64);
-            let a = h.acquire(0, "w", "r", 1);
-            h.meta(0, Some(&a), "r", RunStatus::Running, 1);
-            h.push(0, OpKind::Renew, "r", Some(a.clone()), Args::default(), None);
-            if !first_renew_ok {
-                h.refuse_last("busy");
-            }
-            let renewed_ms = h.now_ms;
-            if let Some((point, kind)) = fault {
-                h.h.faults.push(FaultRec {
-                    at_ns: (renewed_ms as u64 + 50) * MS,
-                    node: 0,
-                    point,
-                    kind,
-                    call: None,
-                    run_id: Some("r".into()),
-                    until_ns: Some((renewed_ms as u64 + 140) * MS),
-                });
-            }
-            if let Some(at) = renew_at {
-                h.now_ms = renewed_ms + at - 1;
-                h.push(0, OpKind::Renew, "r", Some(a.clone()), Args::default(), None);
-            }
-            h.now_ms = renewed_ms + 149;
-            h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
-            // After the settle meta the timer is cleared: nothing more is judged.
-            h.now_ms += 500;
-            h.push(0, OpKind::Release, "r", Some(a), Args::default(), None);
-            h.judge("the_heartbeat_lasts_until_settled")
-        };
-        let v = settle(None, true, None);
-        assert_eq!(v.len(), 1, "{v:?}");
-        assert!(v[0].witness.contains("none followed"), "{}", v[0].witness);
-        assert_eq!(settle(Some(120), true, None).len(), 1, "a renew 120 ms after the last is late");
-        assert!(settle(Some(100), true, None).is_empty(), "on cadence");
-        assert!(settle(None, false, None).is_empty(), "a refused renew stops the timer");
-        let pause = Some((FaultPoint::WorkerDriveBeforeRenew, FaultKind::Pause));
-        assert!(settle(None, true, pause).is_empty(), "the process was paused");
-        let stall = Some((FaultPoint::EngineRenewBeforeRenew, FaultKind::Stall));
-        assert!(settle(None, true, stall).is_empty(), "the renew stalled at its point");
-        let elsewhere = Some((FaultPoint::SqliteAppendBeforeBegin, FaultKind::Stall));
-        assert_eq!(settle(None, true, elsewhere).len(), 1, "a stall of another task excuses nothing");
     }
 
     use store::{Epoch, Lease};

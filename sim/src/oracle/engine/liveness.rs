@@ -134,6 +134,90 @@ fn a_holder_left_alone_keeps_its_lease(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const RENEWS_LAST_UNTIL_SETTLED: Property = Property {
+    name: "renews_last_until_settled",
+    expectation: Expectation::Always,
+    claim: "An engine run's lease is renewed on its cadence until the segment has written its settle meta: once a renew of the lease returns, the process that holds it renews again within max(1, floor(ttl/3)) ms, or makes no further write to the run under that lease before it does (docs/engine-model.md 1.4: the timer is cleared strictly after the terminal meta write; 5: the worker's timer runs until the drive resolves).",
+    not_checked: "A tenure before its first renew returns (a caller's lease may come with no heartbeat); writes after the segment's settle meta, after a refused or unanswered renew, or after the worker was stopped; a gap in which the holder's process was paused or its renew point stalled (the timer fired, late by the fault); meta writes that carry no lease.",
+    check: renews_last_until_settled,
+};
+
+/// Per (process, run, lease owner, epoch): the process's calls of `ops` on engine runs under
+/// that lease, in invocation order (calls are recorded as invoked).
+fn tenures<'h>(j: &Judged<'h>, ops: &[OpKind]) -> BTreeMap<(u32, u32, &'h str, &'h str, u64), Vec<&'h Call>> {
+    let runs = engine_runs(j);
+    let mut out: BTreeMap<_, Vec<&Call>> = BTreeMap::new();
+    for c in j.history.calls.iter().filter(|c| ops.contains(&c.op) && runs.contains(c.run_id.as_str())) {
+        let Some(l) = c.lease.as_ref().filter(|l| l.run_id == c.run_id) else { continue };
+        out.entry((c.node, c.incarnation, c.run_id.as_str(), l.owner.as_str(), l.epoch.0))
+            .or_default()
+            .push(c);
+    }
+    out
+}
+
+/// How late past its cadence a renew may come: the instant's own ordering, not a second tick.
+const CADENCE_SLACK_NS: u64 = 1_000_000;
+
+/// The points the renew timers pass before their renew (a stall there delays the renew, not
+/// the timer).
+const RENEW_POINTS: [&str; 2] = ["engine.renew.before_renew", "worker.drive.before_renew"];
+
+fn renews_last_until_settled(j: &Judged, out: &mut Vec<Witness>) {
+    let Some(ttl) = j.expect.ttl_ms else { return };
+    let cadence_ns = (ttl / 3).max(1) * 1_000_000;
+    let ops = [OpKind::Renew, OpKind::Append, OpKind::PutMeta, OpKind::BlobPut];
+    for ((node, incarnation, run, _, epoch), calls) in tenures(j, &ops) {
+        // Whatever excuses a late timer between `from` and `to` on this process.
+        let excused = |from: u64, to: u64| {
+            j.history.faults.iter().any(|f| {
+                f.node == node
+                    && (from..=to).contains(&f.at_ns)
+                    && (f.kind == FaultKind::Pause
+                        || (RENEW_POINTS.contains(&f.point.name()) && f.run_id.as_deref() == Some(run)))
+            }) || j.history.facts.iter().any(|f| {
+                (f.node, f.incarnation) == (node, incarnation)
+                    && f.at_ns <= to
+                    && f.kind == FactKind::WorkerStopped
+            })
+        };
+        // The last renew's return, while the heartbeat is judged.
+        let mut renewed: Option<u64> = None;
+        for c in calls {
+            if let Some(from) = renewed {
+                if c.invoked_ns > from + cadence_ns + CADENCE_SLACK_NS && !excused(from, c.invoked_ns) {
+                    out.push(
+                        Witness::new(format!(
+                            "n{node} {} run {run} under epoch {epoch} at t={}, but its last renew returned at t={} and none followed by t={} (the cadence is {}ms): the heartbeat stopped before the segment settled",
+                            if c.op == OpKind::Renew { "renewed" } else { "wrote" },
+                            t(c.invoked_ns),
+                            t(from),
+                            t(from + cadence_ns),
+                            cadence_ns / 1_000_000
+                        ))
+                        .on(c.op, c.id),
+                    );
+                    break;
+                }
+            }
+            match c.op {
+                OpKind::Renew => match c.returned_ns {
+                    Some(back) if c.outcome.is_ok() => renewed = Some(back),
+                    // Refused (the timer stops) or unanswered (the process died with it).
+                    _ => break,
+                },
+                OpKind::PutMeta => {
+                    let status = c.args.payload.as_deref().and_then(MetaView::parse).map(|m| m.status);
+                    if status.is_some_and(|s| s != Status::Running) {
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
 pub const RENEWS_KEEP_THE_CADENCE: Property = Property {
         name: "renews_keep_the_cadence",
         expectation: Expectation::Always,
@@ -145,17 +229,9 @@ pub const RENEWS_KEEP_THE_CADENCE: Property = Property {
 fn renews_keep_the_cadence(j: &Judged, out: &mut Vec<Witness>) {
     let Some(ttl) = j.expect.ttl_ms else { return };
     let cadence_ns = (ttl / 3).max(1) * 1_000_000;
-    let runs = engine_runs(j);
     let calls = &j.history.calls;
     // Renews per (process, lease), in invocation order, with the grant they renew.
-    let mut series: BTreeMap<(u32, u32, &str, &str, u64), Vec<&Call>> = BTreeMap::new();
-    for c in calls.iter().filter(|c| c.op == OpKind::Renew && runs.contains(c.run_id.as_str())) {
-        let Some(l) = &c.lease else { continue };
-        series
-            .entry((c.node, c.incarnation, l.run_id.as_str(), l.owner.as_str(), l.epoch.0))
-            .or_default()
-            .push(c);
-    }
+    let series = tenures(j, &[OpKind::Renew]);
     let faulted = |node: u32, from: u64, to: u64| {
         j.history.faults.iter().any(|f| {
             f.node == node
@@ -217,11 +293,64 @@ fn renews_keep_the_cadence(j: &Judged, out: &mut Vec<Witness>) {
 
 #[cfg(test)]
 mod tests {
-
     use store::RunStatus;
 
     use crate::history::FactKind;
     use crate::oracle::testkit::engine::*;
+
+    #[test]
+    fn a_heartbeat_that_stops_before_the_settle_meta_is_caught() {
+        use crate::history::{Args, FaultKind, FaultRec, OpKind};
+        const MS: u64 = 1_000_000;
+        use crate::oracle::testkit::engine::{HistoryBuilder, TTL};
+        use store::{FaultPoint, RunStatus};
+        // The cadence is TTL / 3 = 100 ms. `renew_at` is when the second renew comes (none
+        // when `None`); the settle meta is written 150 ms after the first renew.
+        let settle = |renew_at: Option<i64>, first_renew_ok: bool, fault: Option<(FaultPoint, FaultKind)>| {
+            let mut h = HistoryBuilder::engine_run();
+            h.expect.ttl_ms = Some(TTL as u64);
+            let a = h.acquire(0, "w", "r", 1);
+            h.meta(0, Some(&a), "r", RunStatus::Running, 1);
+            h.push(0, OpKind::Renew, "r", Some(a.clone()), Args::default(), None);
+            if !first_renew_ok {
+                h.refuse_last("busy");
+            }
+            let renewed_ms = h.now_ms;
+            if let Some((point, kind)) = fault {
+                h.h.faults.push(FaultRec {
+                    at_ns: (renewed_ms as u64 + 50) * MS,
+                    node: 0,
+                    point,
+                    kind,
+                    call: None,
+                    run_id: Some("r".into()),
+                    until_ns: Some((renewed_ms as u64 + 140) * MS),
+                });
+            }
+            if let Some(at) = renew_at {
+                h.now_ms = renewed_ms + at - 1;
+                h.push(0, OpKind::Renew, "r", Some(a.clone()), Args::default(), None);
+            }
+            h.now_ms = renewed_ms + 149;
+            h.meta(0, Some(&a), "r", RunStatus::Ok, 1);
+            // After the settle meta the timer is cleared: nothing more is judged.
+            h.now_ms += 500;
+            h.push(0, OpKind::Release, "r", Some(a), Args::default(), None);
+            h.judge("renews_last_until_settled")
+        };
+        let v = settle(None, true, None);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("none followed"), "{}", v[0].witness);
+        assert_eq!(settle(Some(120), true, None).len(), 1, "a renew 120 ms after the last is late");
+        assert!(settle(Some(100), true, None).is_empty(), "on cadence");
+        assert!(settle(None, false, None).is_empty(), "a refused renew stops the timer");
+        let pause = Some((FaultPoint::WorkerDriveBeforeRenew, FaultKind::Pause));
+        assert!(settle(None, true, pause).is_empty(), "the process was paused");
+        let stall = Some((FaultPoint::EngineRenewBeforeRenew, FaultKind::Stall));
+        assert!(settle(None, true, stall).is_empty(), "the renew stalled at its point");
+        let elsewhere = Some((FaultPoint::SqliteAppendBeforeBegin, FaultKind::Stall));
+        assert_eq!(settle(None, true, elsewhere).len(), 1, "a stall of another task excuses nothing");
+    }
 
     #[test]
     fn an_unsettled_run_after_the_heal_is_caught() {

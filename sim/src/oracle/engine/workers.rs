@@ -127,6 +127,47 @@ fn a_stopped_worker_takes_no_run(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const A_STOPPED_DRIVE_STARTS_NO_TURN: Property = Property {
+    name: "a_stopped_drive_starts_no_turn",
+    expectation: Expectation::Always,
+    claim: "Once a worker is told to stop, the drive it has in progress stops at its next await outside a journal write: before its sweep returns, the provider turns and tools it starts after the stop all start in one virtual instant (the drive's first step once the stop can reach it: the return of a write in flight, or its boot), never in a later one (stop() cancels every active run, docs/engine-model.md 5; a cancelled body starts nothing past a pending step).",
+    not_checked: "How much the drive does in that first instant (the at-least-once window); a provider call or tool already started (it completes).",
+    check: a_stopped_drive_starts_no_turn,
+};
+
+fn a_stopped_drive_starts_no_turn(j: &Judged, out: &mut Vec<Witness>) {
+    let facts = &j.history.facts;
+    for (i, stop) in facts.iter().enumerate() {
+        if stop.kind != FactKind::WorkerStopped {
+            continue;
+        }
+        let rest = &facts[i + 1..];
+        let until = rest
+            .iter()
+            .position(|f| f.kind == FactKind::StoppedSweepReturned && same_identity(f, stop))
+            .unwrap_or(rest.len());
+        let mut work = rest[..until].iter().filter(|f| {
+            same_identity(f, stop) && matches!(f.kind, FactKind::Paid { .. } | FactKind::Tool { .. })
+        });
+        let Some(first) = work.next() else { continue };
+        let Some(later) = work.find(|f| f.at_ns > first.at_ns) else { continue };
+        let (what, run) = match &later.kind {
+            FactKind::Paid { run_id, op, turn, .. } => (format!("paid for turn {turn} of {op}"), run_id),
+            FactKind::Tool { run_id, op, turn, .. } => {
+                (format!("ran the tool of turn {turn} of {op}"), run_id)
+            }
+            _ => continue,
+        };
+        out.push(Witness::new(format!(
+            "worker {} was told to stop at t={}; its drive of run {run} went on working at t={} and then {what} at t={}, before its sweep returned",
+            stop.owner,
+            t(stop.at_ns),
+            t(first.at_ns),
+            t(later.at_ns)
+        )));
+    }
+}
+
 pub const A_SWEEP_TRIES_EVERY_CANDIDATE: Property = Property {
         name: "a_sweep_tries_every_candidate",
         expectation: Expectation::Always,
@@ -418,6 +459,35 @@ fn a_parked_run_stays_parked(j: &Judged, out: &mut Vec<Witness>) {
 mod tests {
     use crate::history::{Args, FactKind, FaultKind, FaultRec, OpKind};
     use crate::oracle::testkit::engine::*;
+
+    #[test]
+    fn a_stopped_drive_that_starts_a_turn_is_caught() {
+        let tool = |run: &str| FactKind::Tool { run_id: run.into(), op: "a".into(), dispatch: 1, turn: 2 };
+        // Worker w drives r; it is stopped at 2 ms; `after` ms later it (or `who`) works.
+        let worked = |who: &str, node: u32, after: i64, returned_first: bool| {
+            let mut h = HistoryBuilder::engine_run();
+            let a = h.acquire(0, "w", "r", 1);
+            h.pay(0, "w", "r", 1, 1);
+            h.fact(0, "w", FactKind::WorkerStopped);
+            if returned_first {
+                h.fact(0, "w", FactKind::StoppedSweepReturned);
+            }
+            // The drive's first step once the stop reaches it (a write in flight returns).
+            h.now_ms += 3;
+            h.pay(node, who, "r", 1, 2);
+            h.now_ms += after;
+            h.fact(node, who, tool("r"));
+            h.push(0, OpKind::Release, "r", Some(a), Args::default(), None);
+            h.judge("a_stopped_drive_starts_no_turn")
+        };
+        let v = worked("w", 0, 5, false);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("ran the tool of turn 2"), "{}", v[0].witness);
+        assert!(worked("w", 0, 0, false).is_empty(), "all in the drive's first instant");
+        assert!(worked("w", 0, 5, true).is_empty(), "a fresh worker after the stopped sweep returned");
+        assert!(worked("host", 0, 5, false).is_empty(), "another identity of the process");
+        assert!(worked("w", 1, 5, false).is_empty(), "another process");
+    }
 
     #[test]
     fn an_acquire_after_the_stop_is_caught_and_one_after_the_return_is_not() {
