@@ -130,8 +130,8 @@ fn a_stopped_worker_takes_no_run(j: &Judged, out: &mut Vec<Witness>) {
 pub const A_STOPPED_DRIVE_STARTS_NO_TURN: Property = Property {
     name: "a_stopped_drive_starts_no_turn",
     expectation: Expectation::Always,
-    claim: "Once a worker is told to stop, the drive it has in progress stops at its next await outside a journal write: before its sweep returns, the provider turns and tools it starts after the stop all start in one virtual instant (the drive's first step once the stop can reach it: the return of a write in flight, or its boot), never in a later one (stop() cancels every active run, docs/engine-model.md 5; a cancelled body starts nothing past a pending step).",
-    not_checked: "How much the drive does in that first instant (the at-least-once window); a provider call or tool already started (it completes).",
+    claim: "Once a worker is told to stop, the drive it has in progress starts no provider turn and runs no tool after the first instant the stop can reach its body: the stop's own instant for a body already running, the return of its boot meta write for a segment that booted after the stop (stop() cancels every active run, docs/engine-model.md 5; a cancelled body starts nothing past its next await).",
+    not_checked: "How much the drive does in that instant; a provider call or tool started before it (it completes); work after the stopped sweep returned (a fresh worker's).",
     check: a_stopped_drive_starts_no_turn,
 };
 
@@ -146,25 +146,37 @@ fn a_stopped_drive_starts_no_turn(j: &Judged, out: &mut Vec<Witness>) {
             .iter()
             .position(|f| f.kind == FactKind::StoppedSweepReturned && same_identity(f, stop))
             .unwrap_or(rest.len());
-        let mut work = rest[..until].iter().filter(|f| {
-            same_identity(f, stop) && matches!(f.kind, FactKind::Paid { .. } | FactKind::Tool { .. })
-        });
-        let Some(first) = work.next() else { continue };
-        let Some(later) = work.find(|f| f.at_ns > first.at_ns) else { continue };
-        let (what, run) = match &later.kind {
-            FactKind::Paid { run_id, op, turn, .. } => (format!("paid for turn {turn} of {op}"), run_id),
-            FactKind::Tool { run_id, op, turn, .. } => {
-                (format!("ran the tool of turn {turn} of {op}"), run_id)
+        for f in rest[..until].iter().filter(|f| same_identity(f, stop)) {
+            let (what, run) = match &f.kind {
+                FactKind::Paid { run_id, op, turn, .. } => (format!("paid for turn {turn} of {op}"), run_id),
+                FactKind::Tool { run_id, op, turn, .. } => {
+                    (format!("ran the tool of turn {turn} of {op}"), run_id)
+                }
+                _ => continue,
+            };
+            // The segment's boot: the identity's last `running` meta write of the run
+            // invoked before the work.
+            let boot =
+                j.history.calls[..f.invoked_before.min(j.history.calls.len())].iter().rev().find(|c| {
+                    c.op == OpKind::PutMeta
+                        && c.run_id == *run
+                        && by_identity(c, stop)
+                        && meta_of(c).is_some_and(|m| m.status == Status::Running)
+                });
+            let reach = boot.and_then(|b| b.returned_ns).map_or(stop.at_ns, |b| b.max(stop.at_ns));
+            // The simulator's clock creeps a few microseconds per step: within 1 ms of that
+            // instant is the same step.
+            if f.at_ns > reach + 1_000_000 {
+                out.push(Witness::new(format!(
+                    "worker {} was told to stop at t={}, and its drive of run {run} then {what} at t={}, after the stop could reach it (t={}) and before its sweep returned",
+                    stop.owner,
+                    t(stop.at_ns),
+                    t(f.at_ns),
+                    t(reach)
+                )));
+                break;
             }
-            _ => continue,
-        };
-        out.push(Witness::new(format!(
-            "worker {} was told to stop at t={}; its drive of run {run} went on working at t={} and then {what} at t={}, before its sweep returned",
-            stop.owner,
-            t(stop.at_ns),
-            t(first.at_ns),
-            t(later.at_ns)
-        )));
+        }
     }
 }
 
@@ -462,31 +474,47 @@ mod tests {
 
     #[test]
     fn a_stopped_drive_that_starts_a_turn_is_caught() {
+        use store::RunStatus;
         let tool = |run: &str| FactKind::Tool { run_id: run.into(), op: "a".into(), dispatch: 1, turn: 2 };
-        // Worker w drives r; it is stopped at 2 ms; `after` ms later it (or `who`) works.
-        let worked = |who: &str, node: u32, after: i64, returned_first: bool| {
+        let actor = |h: &mut HistoryBuilder| {
+            h.h.calls.last_mut().expect("a call").args.actor = Some("w".into());
+        };
+        // Worker w drives r (its segment boots `booted` the stop: before or after it); the
+        // work comes `after` ms after the stop (or the boot, if later), by `who` on `node`.
+        let worked = |booted_before: bool, who: &str, node: u32, after: i64, returned_first: bool| {
             let mut h = HistoryBuilder::engine_run();
             let a = h.acquire(0, "w", "r", 1);
-            h.pay(0, "w", "r", 1, 1);
+            if booted_before {
+                h.meta(0, Some(&a), "r", RunStatus::Running, 1);
+                actor(&mut h);
+            }
             h.fact(0, "w", FactKind::WorkerStopped);
             if returned_first {
                 h.fact(0, "w", FactKind::StoppedSweepReturned);
             }
-            // The drive's first step once the stop reaches it (a write in flight returns).
             h.now_ms += 3;
+            if !booted_before {
+                h.meta(0, Some(&a), "r", RunStatus::Running, 1);
+                actor(&mut h);
+            }
             h.pay(node, who, "r", 1, 2);
             h.now_ms += after;
             h.fact(node, who, tool("r"));
             h.push(0, OpKind::Release, "r", Some(a), Args::default(), None);
             h.judge("a_stopped_drive_starts_no_turn")
         };
-        let v = worked("w", 0, 5, false);
+        // A running body: its first step after the stop is caught.
+        let v = worked(true, "w", 0, 0, false);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("paid for turn 2"), "{}", v[0].witness);
+        // A segment that booted after the stop: its boot's instant is its first step.
+        assert!(worked(false, "w", 0, 0, false).is_empty(), "the boot's own instant");
+        let v = worked(false, "w", 0, 5, false);
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].witness.contains("ran the tool of turn 2"), "{}", v[0].witness);
-        assert!(worked("w", 0, 0, false).is_empty(), "all in the drive's first instant");
-        assert!(worked("w", 0, 5, true).is_empty(), "a fresh worker after the stopped sweep returned");
-        assert!(worked("host", 0, 5, false).is_empty(), "another identity of the process");
-        assert!(worked("w", 1, 5, false).is_empty(), "another process");
+        assert!(worked(true, "w", 0, 5, true).is_empty(), "a fresh worker after the stopped sweep returned");
+        assert!(worked(true, "host", 0, 5, false).is_empty(), "another identity of the process");
+        assert!(worked(true, "w", 1, 5, false).is_empty(), "another process");
     }
 
     #[test]
