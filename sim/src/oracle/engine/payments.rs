@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use super::super::contract::{checkpoint_seq, receipt_of, run_of_ref};
+use super::super::contract::{checkpoint_seq, checkpoint_turns, receipt_of, run_of_ref};
 use super::super::model::{t, who, Judged};
 use super::super::{Expectation, Property, Witness};
 use super::*;
@@ -342,6 +342,80 @@ fn each_paid_call_gets_its_receipt(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const EACH_TOOL_TURN_IS_CHECKPOINTED: Property = Property {
+    name: "each_tool_turn_is_checkpointed",
+    expectation: Expectation::Always,
+    claim: "A current holder that ran the tool of an agent's turn t and then went on with that dispatch under the same grant (paid a later turn of it, or appended its terminal, other than cancelled) had first tried to save the dispatch's checkpoint <run>/ckpt/<dispatch> covering that turn (turns >= t + 1): a checkpoint is saved after every tool turn, before the next turn is paid (docs/engine-model.md 4.3 and O3).",
+    not_checked: "Whether the save applied (a refused one is latched); a step's tool (a step saves no checkpoint); a dispatch cut right after its tool (a crash, a cancel); tools run by superseded holders.",
+    check: each_tool_turn_is_checkpointed,
+};
+
+fn each_tool_turn_is_checkpointed(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    if runs.is_empty() {
+        return;
+    }
+    let workflows = catalog_workflows();
+    let (life, _) = dispatches(j);
+    let held = |f: &Fact, run_id: &str| {
+        life.current_grant(run_id, f).filter(|g| g.incarnation == f.incarnation).map(|g| g.epoch)
+    };
+    // Per (run, node, incarnation, dispatch): the current holder's agent tool runs and
+    // payments, in fact order, with the grant's epoch.
+    let mut work: BTreeMap<ProcessDispatch, Vec<(&Fact, u64)>> = BTreeMap::new();
+    for (f, op) in paid_and_tool_facts(j, &workflows) {
+        let (FactKind::Paid { run_id, dispatch, .. } | FactKind::Tool { run_id, dispatch, .. }) = &f.kind
+        else {
+            continue;
+        };
+        if !matches!(op, Op::Agent { .. }) {
+            continue;
+        }
+        if let Some(epoch) = held(f, run_id) {
+            work.entry((run_id.as_str(), f.node, f.incarnation, *dispatch)).or_default().push((f, epoch));
+        }
+    }
+    let calls = &j.history.calls;
+    for (&(run_id, node, incarnation, dispatch), list) in &work {
+        let mine = |c: &&Call| (c.node, c.incarnation) == (node, incarnation) && c.run_id == run_id;
+        let checkpoint = format!("{run_id}/ckpt/{dispatch}");
+        for (k, &(f, epoch)) in list.iter().enumerate() {
+            let FactKind::Tool { turn, .. } = &f.kind else { continue };
+            let from = f.invoked_before;
+            // Where the dispatch went on: its next payment under this grant, or its first
+            // terminal other than `cancelled` appended under it.
+            let next_paid = list[k + 1..]
+                .iter()
+                .find(|&&(g, e)| e == epoch && matches!(g.kind, FactKind::Paid { .. }))
+                .map(|(g, _)| g.invoked_before);
+            let terminal = calls
+                .iter()
+                .skip(from)
+                .filter(mine)
+                .filter(|c| c.op == OpKind::Append && c.lease.as_ref().is_some_and(|l| l.epoch.0 == epoch))
+                .find(|c| {
+                    entry_of(c).is_some_and(|e| {
+                        e.ref_seq == Some(dispatch) && !matches!(e.status.as_str(), "running" | "cancelled")
+                    })
+                })
+                .map(|c| c.id);
+            let Some(end) = [next_paid, terminal].into_iter().flatten().min() else { continue };
+            let saved =
+                calls.get(from..end.min(calls.len())).unwrap_or_default().iter().filter(mine).any(|c| {
+                    c.op == OpKind::BlobPut
+                        && c.args.blob_ref.as_deref() == Some(checkpoint.as_str())
+                        && c.args.bytes.as_deref().and_then(checkpoint_turns).is_some_and(|n| n > *turn)
+                });
+            if !saved {
+                out.push(Witness::new(format!(
+                    "n{node} ran the tool of turn {turn} of run {run_id} dispatch {dispatch} at t={} under epoch {epoch} and went on with the dispatch without trying to save its checkpoint {checkpoint} covering that turn",
+                    t(f.at_ns)
+                )));
+            }
+        }
+    }
+}
+
 /// Each paid turn and tool run of a submitted run, with the spec of the op it names in that
 /// run's workflow, in fact order (ops of a workflow or op the world does not know are left out).
 fn paid_and_tool_facts<'h, 'w>(
@@ -462,6 +536,48 @@ mod tests {
     fn receipt(seq: u64, key: &str) -> serde_json::Value {
         serde_json::json!({"seq": seq, "kind": "decision", "status": "ok", "key": key,
             "value": {"decisionType": "provider-call", "agentRef": 0}})
+    }
+
+    #[test]
+    fn a_tool_turn_the_dispatch_went_past_without_its_checkpoint_is_caught() {
+        use crate::history::FactKind;
+        // Run r runs `pipeline` (the agent `research` checkpoints after each tool turn; the
+        // step `fetch` saves none). Dispatch 1 pays turn 0, runs its tool, then maybe saves a
+        // checkpoint of `saved` turns, then `next`: pays turn 1, appends its ok terminal, or
+        // nothing (the process died).
+        let run = |op: &str, saved: Option<u32>, next: &str| {
+            let mut h = HistoryBuilder::default();
+            h.fact(0, "host", FactKind::Submitted { run_id: "r".into(), workflow: "pipeline".into() });
+            let a = h.acquire(0, "a", "r", 1);
+            h.append(0, &a, "r", running(0));
+            let paid = |turn| FactKind::Paid {
+                run_id: "r".into(),
+                op: op.into(),
+                dispatch: 0,
+                turn,
+                conversation: String::new(),
+            };
+            h.fact(0, "a", paid(0));
+            h.fact(0, "a", FactKind::Tool { run_id: "r".into(), op: op.into(), dispatch: 0, turn: 0 });
+            if let Some(turns) = saved {
+                h.ckpt(0, &a, "r", 0, turns);
+            }
+            match next {
+                "pay" => h.fact(0, "a", paid(1)),
+                "terminal" => h.append(0, &a, "r", terminal(1, 0, "ok")),
+                _ => {}
+            }
+            h.judge("each_tool_turn_is_checkpointed")
+        };
+        assert!(run("research", Some(1), "pay").is_empty());
+        let v = run("research", None, "pay");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("without trying to save its checkpoint r/ckpt/0"), "{}", v[0].witness);
+        assert_eq!(run("research", Some(0), "pay").len(), 1, "a checkpoint that does not cover the turn");
+        assert_eq!(run("research", None, "terminal").len(), 1, "a terminal after an unsaved tool turn");
+        assert!(run("research", Some(1), "terminal").is_empty());
+        assert!(run("research", None, "").is_empty(), "cut right after its tool");
+        assert!(run("fetch", None, "terminal").is_empty(), "a step saves no checkpoint");
     }
 
     #[test]
