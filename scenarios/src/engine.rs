@@ -618,9 +618,13 @@ impl Scenario for EngineScenario {
 
     fn knobs(&self, seed: u64) -> Knobs {
         let mut r = rng(seed, "knobs", 0);
+        // The ttl is drawn from a stream of its own (the other knobs stay put), 240 to 360 ms:
+        // most draws are no multiple of 3, so the renew cadence's rounding (floor(ttl/3))
+        // is judged too.
+        let ttl_ms = rng(seed, "knobs-ttl", 0).between(240, 360);
         Knobs {
             nodes: r.between(self.nodes.0, self.nodes.1) as u32,
-            ttl_ms: 300,
+            ttl_ms,
             size: r.between(self.runs.0, self.runs.1) as u32,
             cap_ms: 4000,
         }

@@ -692,8 +692,10 @@ fn probe_sets_catch_a_stale_checkpoint_save_under_v1_45_0_more_often_than_their_
         sets += usize::from(run_one(s, ProfileName::V1_45_0, p).findings.iter().any(|f| f == "F2"));
         own += usize::from(run_one(s, ProfileName::V1_45_0, plain).findings.iter().any(|f| f == "F2"));
     }
-    // Measured: 14 and 2 (about 12% against 1.5%, as the search's per-kind yields say).
-    assert!(sets >= 8 && sets >= 3 * own, "F2 in {sets} of 120 probe sets, {own} of their seeds' own plans");
+    // Measured: 14 and 2 at the fixed 300 ms ttl (about 12% against 1.5%, as the search's
+    // per-kind yields say); 15 and 7 since the engine scenarios draw the ttl per seed (stop
+    // 55), whose own plans reach F2 more often.
+    assert!(sets >= 8 && sets >= 2 * own, "F2 in {sets} of 120 probe sets, {own} of their seeds' own plans");
 }
 
 #[test]
