@@ -126,8 +126,13 @@ pub struct EngineScenario {
     /// meta and the journal of a run its process holds a lease on (else of any run), as
     /// rulvar's dashboard in a worker process does, through the process's own store (so its
     /// reads meet the process's own writes in flight: they must see committed state only).
-    /// In plans that carry `Swarm::status_pages`: every derived one.
+    /// In plans that carry `Swarm::user_actors`: every derived one.
     pub status_page: bool,
+    /// Whether a host's retry is now and then double-clicked: a second resume of the same run
+    /// by the same host a few ms after the first, while the first's segment is live, which
+    /// the engine must refuse before any side effect (docs/engine-model.md 1.1, O5). In plans
+    /// that carry `Swarm::user_actors`.
+    pub double_clicks: bool,
     /// The coverage goals a sweep must meet, each in a share of its seeds.
     pub coverage: &'static [Required],
 }
@@ -183,6 +188,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
     redeliveries: false,
     retry_deleted: false,
     status_page: false,
+    double_clicks: false,
     coverage: &[
         required("busy_met", 200),
         required("crash_after_commit", 30),
@@ -221,12 +227,16 @@ const REDELIVERED_SOLO: u32 = 600;
 /// per mille).
 const READ_BESIDE_SOLO: u32 = 150;
 
+/// Share (per mille) of queue-solo seeds in which an engine refuses a double-clicked retry
+/// while the first click's segment is live (measured over seeds 0..2000: 49 per mille).
+const DOUBLE_CLICK_SOLO: u32 = 25;
+
 /// rulvar's commonest queue deployment: one worker process, hosts elsewhere. The queue's
 /// workload (nodes, runs, workflows, `tmp-` share, labels, host deletes, faults everywhere);
 /// what differs is written out.
 pub static QUEUE_SOLO: EngineScenario = EngineScenario {
     name: "queue-solo",
-    describe: "one long-lived queue worker (it remembers the runs it parked) beside hosts that retry any run (two retries of one run race), operators that also redeliver answers already given, and a status page in every process reading the runs it works on, with swarm faults, then a heal",
+    describe: "one long-lived queue worker (it remembers the runs it parked) beside hosts that retry any run (two retries of one run race), operators that also redeliver answers already given, a status page in every process reading the runs it works on, and double-clicked retries, with swarm faults, then a heal",
     retry_per_mille: 250,
     key_points: &[],
     repairs: false,
@@ -239,6 +249,7 @@ pub static QUEUE_SOLO: EngineScenario = EngineScenario {
     redeliveries: true,
     retry_deleted: false,
     status_page: true,
+    double_clicks: true,
     coverage: &[
         required("run_resumed_by_a_later_segment", 500),
         required("suspension_resolved", 300),
@@ -252,6 +263,7 @@ pub static QUEUE_SOLO: EngineScenario = EngineScenario {
         required("retention_deleted_a_run", 400),
         required("resume_under_another_workflow_refused", 40),
         required("read_beside_own_uncommitted_write", READ_BESIDE_SOLO),
+        required("second_start_of_a_live_run_refused", DOUBLE_CLICK_SOLO),
     ],
     ..QUEUE
 };
@@ -278,6 +290,7 @@ pub static F1_STALE_SETTLE: EngineScenario = EngineScenario {
     redeliveries: false,
     retry_deleted: false,
     status_page: false,
+    double_clicks: false,
     coverage: &[
         required("restarted_process_wrote", 40),
         required("run_resumed_by_a_later_segment", 150),
@@ -310,6 +323,7 @@ pub static F2_STALE_CHECKPOINT: EngineScenario = EngineScenario {
     redeliveries: false,
     retry_deleted: false,
     status_page: false,
+    double_clicks: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 150),
         required("superseded_write_refused", 120),
@@ -341,6 +355,7 @@ pub static F4_STALE_RETENTION: EngineScenario = EngineScenario {
     redeliveries: false,
     retry_deleted: false,
     status_page: false,
+    double_clicks: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 60),
         required("superseded_write_refused", 80),
@@ -380,6 +395,7 @@ pub static DELETE_CUTS: EngineScenario = EngineScenario {
     redeliveries: false,
     retry_deleted: true,
     status_page: false,
+    double_clicks: false,
     coverage: &[
         required("busy_met", 300),
         required("crash_after_commit", 100),
@@ -418,6 +434,7 @@ pub struct QueueShared {
     pub redeliveries: bool,
     pub retry_deleted: bool,
     pub status_page: bool,
+    pub double_clicks: bool,
     /// The runs a host's delete took (its cascade finished): the runs a `retry_deleted` host
     /// may retry with no meta to read.
     pub deleted: RefCell<BTreeSet<String>>,
@@ -714,6 +731,7 @@ impl Scenario for EngineScenario {
             redeliveries: self.redeliveries,
             retry_deleted: self.retry_deleted,
             status_page: self.status_page,
+            double_clicks: self.double_clicks,
             deleted: RefCell::new(BTreeSet::new()),
             retrying: RefCell::new(BTreeMap::new()),
             pending: RefCell::new(BTreeMap::new()),
@@ -874,6 +892,7 @@ async fn node_body(node: NodeCtx) {
     }
     if sh.retry_per_mille > 0 {
         let (engine, sink, sh) = (engine.clone(), sink.clone(), sh.clone());
+        let user_actors = node.world.plan.swarm.user_actors;
         let index = node.index;
         let incarnation = node.incarnation;
         let actor = sink.owner.clone();
@@ -892,6 +911,8 @@ async fn node_body(node: NodeCtx) {
                 rng(sh.seed, "host-wrong-workflow", u64::from(index) << 32 | u64::from(incarnation));
             // Whether a host retries a run it deleted: a stream of its own too.
             let mut gr = rng(sh.seed, "host-retry-deleted", u64::from(index) << 32 | u64::from(incarnation));
+            // Whether the user double-clicks a retry, and the second click's delay: its own too.
+            let mut dcr = rng(sh.seed, "host-double-click", u64::from(index) << 32 | u64::from(incarnation));
             // A host retries its own runs, or any run (`retry_any`); it deletes only its own.
             let mine: Vec<(RunSpec, bool)> = sh
                 .runs
@@ -1008,6 +1029,25 @@ async fn node_body(node: NodeCtx) {
                 .then(|| sh.registry.values().find(|w| w.name != spec.workflow.name).cloned())
                 .flatten();
                 let workflow = wrong.as_ref().unwrap_or(&spec.workflow);
+                if sh.double_clicks && user_actors && dcr.chance(DOUBLE_CLICK_PER_MILLE) {
+                    // The user clicks retry twice: a second resume of the run a few ms after
+                    // the first, in the same process (the engine must refuse it while the
+                    // first's segment is live, before any side effect).
+                    let (engine, sink, sh) = (engine.clone(), sink.clone(), sh.clone());
+                    let (run_id, workflow) = (spec.run_id.clone(), workflow.clone());
+                    let after = dcr.between(1, 10);
+                    sh.host_op(index, incarnation, 1);
+                    madsim::task::spawn_local(under_actor(&owner.clone(), async move {
+                        madsim::time::sleep(Duration::from_millis(after)).await;
+                        sink.fact(FactKind::Resumed {
+                            run_id: run_id.clone(),
+                            workflow: workflow.name.clone(),
+                        });
+                        let r = engine.resume(&run_id, &workflow, None).await;
+                        sh.host_op(index, incarnation, -1);
+                        sink.settled(&run_id, "retry", &r);
+                    }));
+                }
                 sink.fact(FactKind::Resumed { run_id: spec.run_id.clone(), workflow: workflow.name.clone() });
                 sh.host_op(index, incarnation, 1);
                 sh.retrying.borrow_mut().insert(spec.run_id.clone(), owner.clone());
@@ -1021,7 +1061,7 @@ async fn node_body(node: NodeCtx) {
         }));
     }
 
-    if sh.status_page && node.world.plan.swarm.status_pages {
+    if sh.status_page && node.world.plan.swarm.user_actors {
         let (journal, sh, world) = (engine.clone(), sh.clone(), node.world.clone());
         let (index, incarnation) = (node.index, node.incarnation);
         let actor = format!("page-n{index}-i{incarnation}");
@@ -1074,6 +1114,9 @@ async fn node_body(node: NodeCtx) {
 }
 
 type SimWorker = Worker<RecordedStore, RecordedTranscripts, LedgerEffects>;
+
+/// Chance per host retry that the user clicks it twice (with `double_clicks`), per mille.
+const DOUBLE_CLICK_PER_MILLE: u32 = 300;
 
 /// Chance per host retry (of a run of its own, not `tmp-`) that the user passes another
 /// workflow than the run's, per mille.

@@ -81,7 +81,7 @@ fn any_plan() -> impl Strategy<Value = Plan> {
         (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()),
         (any::<bool>(), any::<u32>(), any::<bool>()),
     )
-        .prop_map(|(active_points, (a, b, c, d, e, f, g), (default_workers, h, status_pages))| Swarm {
+        .prop_map(|(active_points, (a, b, c, d, e, f, g), (default_workers, h, user_actors))| Swarm {
             active_points,
             fire_per_mille: a,
             stall_per_mille: b,
@@ -92,7 +92,7 @@ fn any_plan() -> impl Strategy<Value = Plan> {
             contend_per_mille: h,
             interrupt_per_mille: g,
             default_workers,
-            status_pages,
+            user_actors,
         });
     let decisions = prop::collection::vec(
         (any::<u32>(), point_name(), any::<u32>(), action())

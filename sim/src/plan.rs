@@ -237,12 +237,13 @@ pub struct Swarm {
     /// replays as it did (every worker applying retention).
     #[serde(default, skip_serializing_if = "is_false")]
     pub default_workers: bool,
-    /// Whether a scenario that serves status pages (`queue-solo`) runs them:
-    /// a reader in every process (see `EngineScenario::status_page`). Every derived plan
-    /// carries `true`; a plan saved before status pages existed reads `false` and replays as
-    /// it did (the page's reads take the process's call lock, so they move its schedule).
+    /// Whether a scenario's user actors run where it has them (`queue-solo`: every process's
+    /// status page, and the hosts' double-clicked retries; see `EngineScenario::status_page`
+    /// and `EngineScenario::double_clicks`). Every derived plan carries `true`; a plan saved
+    /// before they existed reads `false` and replays as it did (their calls take the
+    /// process's call lock, so they move its schedule).
     #[serde(default, skip_serializing_if = "is_false")]
-    pub status_pages: bool,
+    pub user_actors: bool,
 }
 
 /// The share of drawn worker stops that derived plans deliver as interrupts, per mille.
@@ -270,7 +271,7 @@ impl Swarm {
             contend_per_mille: 0,
             interrupt_per_mille: 0,
             default_workers: false,
-            status_pages: false,
+            user_actors: false,
         }
     }
 }
@@ -605,7 +606,7 @@ impl Plan {
                 contend_per_mille,
                 interrupt_per_mille: INTERRUPT_PER_MILLE,
                 default_workers: true,
-                status_pages: true,
+                user_actors: true,
             },
             decisions: Vec::new(),
             recipe: Some(Recipe {

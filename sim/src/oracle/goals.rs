@@ -40,6 +40,11 @@ pub const GOALS: &[Goal] = &[
     },
     Goal { name: "busy_met", claim: "A call met SQLITE_BUSY.", check: busy_met },
     Goal {
+        name: "second_start_of_a_live_run_refused",
+        claim: "An engine refused to start a run whose segment it still had live (a double-clicked retry): a_live_segment_blocks_a_second_start and a_live_refusal_has_a_live_segment had a second start to judge.",
+        check: second_start_of_a_live_run_refused,
+    },
+    Goal {
         name: "read_beside_own_uncommitted_write",
         claim: "A read of a run was invoked after a write of that run by the same process, while that write stood stalled between its last statement and its commit: reads_see_serial_history judged whether it saw the uncommitted write.",
         check: read_beside_own_uncommitted_write,
@@ -165,6 +170,12 @@ fn superseded_write_refused(j: &Judged) -> bool {
         }
     }
     false
+}
+
+fn second_start_of_a_live_run_refused(j: &Judged) -> bool {
+    j.history.facts.iter().any(|f| {
+        matches!(&f.kind, FactKind::Failed { error, .. } if error.contains(super::engine::progress::LIVE_REFUSAL))
+    })
 }
 
 fn read_beside_own_uncommitted_write(j: &Judged) -> bool {

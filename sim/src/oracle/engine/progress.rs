@@ -677,7 +677,7 @@ pub const A_LIVE_REFUSAL_HAS_A_LIVE_SEGMENT: Property = Property {
 };
 
 /// The words of the engine's refusal of a second live segment.
-const LIVE_REFUSAL: &str = "already has a live segment";
+pub(in crate::oracle) const LIVE_REFUSAL: &str = "already has a live segment";
 
 fn a_live_refusal_has_a_live_segment(j: &Judged, out: &mut Vec<Witness>) {
     // Per (engine, run): how many starts it reported that have not yet ended.
@@ -703,6 +703,56 @@ fn a_live_refusal_has_a_live_segment(j: &Judged, out: &mut Vec<Witness>) {
                         op: None,
                         call: None,
                     });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+pub const A_LIVE_SEGMENT_BLOCKS_A_SECOND_START: Property = Property {
+    name: "a_live_segment_blocks_a_second_start",
+    expectation: Expectation::Always,
+    claim: "An engine identity acquires a run only when every grant of that run it acquired before has been given back (its release invoked, or a delete of the run under it applied): a second run or resume of a run whose segment is live in the same engine is refused before any side effect (docs/engine-model.md 1.1 and O5: at most one live segment per run per engine), and a worker skips runs active in its engine.",
+    not_checked: "Grants whose process died holding them (a restarted process is another engine); what a second start read before its refusal (reads are no side effect).",
+    check: a_live_segment_blocks_a_second_start,
+};
+
+fn a_live_segment_blocks_a_second_start(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    // Per (process, identity, run): the grant it holds and has not given back.
+    let mut held: BTreeMap<(u32, u32, &str, &str), &Call> = BTreeMap::new();
+    for c in j.history.calls.iter().filter(|c| runs.contains(c.run_id.as_str())) {
+        match c.op {
+            OpKind::Acquire => {
+                let Some(owner) = c.args.owner.as_deref() else { continue };
+                let key = (c.node, c.incarnation, owner, c.run_id.as_str());
+                if let Some(live) = held.get(&key) {
+                    out.push(
+                        Witness::new(format!(
+                            "{owner} on n{} acquired run {} at t={} while its own grant of epoch {} (granted at t={}) was not given back: a second start of a live run in one engine must be refused before any side effect",
+                            c.node,
+                            c.run_id,
+                            t(c.invoked_ns),
+                            Judged::granted_epoch(live).unwrap_or_default(),
+                            t(live.returned_ns.unwrap_or(live.invoked_ns))
+                        ))
+                        .on(c.op, c.id),
+                    );
+                    held.remove(&key);
+                    continue;
+                }
+                if c.outcome.is_ok() && c.granted.is_some() {
+                    held.insert(key, c);
+                }
+            }
+            // A release gives the grant back once invoked; a delete of the run under it
+            // does once it takes effect (it removed the lease row).
+            OpKind::Release | OpKind::Delete if c.op == OpKind::Release || c.applied.is_some() => {
+                let Some(l) = &c.lease else { continue };
+                let key = (c.node, c.incarnation, l.owner.as_str(), l.run_id.as_str());
+                if held.get(&key).is_some_and(|g| Judged::granted_epoch(g) == Some(l.epoch.0)) {
+                    held.remove(&key);
                 }
             }
             _ => {}
@@ -766,6 +816,35 @@ mod tests {
     use serde_json::json;
 
     use crate::oracle::testkit::engine::*;
+
+    #[test]
+    fn a_second_acquire_while_the_engines_own_grant_is_live_is_caught() {
+        use crate::history::{Args, OpKind};
+        // Host h holds run r (epoch 1); then `between` happens, then `who` on `node` acquires r.
+        let second = |between: &str, who: &str, node: u32| {
+            let mut h = HistoryBuilder::engine_run();
+            let a = h.acquire(0, "h", "r", 1);
+            match between {
+                "release" => h.push(0, OpKind::Release, "r", Some(a), Args::default(), None),
+                "delete" => h.delete(0, Some(&a), "r"),
+                "refused delete" => {
+                    h.delete(0, Some(&a), "r");
+                    h.refuse_last("busy");
+                }
+                _ => {}
+            }
+            h.acquire(node, who, "r", 2);
+            h.judge("a_live_segment_blocks_a_second_start")
+        };
+        let v = second("", "h", 0);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("was not given back"), "{}", v[0].witness);
+        assert!(second("release", "h", 0).is_empty());
+        assert!(second("delete", "h", 0).is_empty(), "the delete removed the lease row");
+        assert_eq!(second("refused delete", "h", 0).len(), 1, "a refused delete gives nothing back");
+        assert!(second("", "other", 0).is_empty(), "another identity of the process");
+        assert!(second("", "h", 1).is_empty(), "another process");
+    }
 
     #[test]
     fn a_dangling_dispatch_replaced_by_a_fresh_one_is_caught() {
