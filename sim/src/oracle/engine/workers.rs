@@ -130,7 +130,7 @@ fn a_stopped_worker_takes_no_run(j: &Judged, out: &mut Vec<Witness>) {
 pub const A_STOPPED_DRIVE_STARTS_NO_TURN: Property = Property {
     name: "a_stopped_drive_starts_no_turn",
     expectation: Expectation::Always,
-    claim: "Once a worker is told to stop, the drive it has in progress starts no provider turn and runs no tool after the first instant the stop can reach its body: the stop's own instant for a body already running, the return of its boot meta write for a segment that booted after the stop (stop() cancels every active run, docs/engine-model.md 5; a cancelled body starts nothing past its next await).",
+    claim: "Once a worker is told to stop, the drive it has in progress starts no provider turn and runs no tool after the first instant the stop can reach its body: the stop's own instant for a body already running, the end of the pause of a process frozen when the stop came, the return of its boot meta write for a segment that booted after the stop (stop() cancels every active run, docs/engine-model.md 5; a cancelled body starts nothing past its next await).",
     not_checked: "How much the drive does in that instant; a provider call or tool started before it (it completes); work after the stopped sweep returned (a fresh worker's).",
     check: a_stopped_drive_starts_no_turn,
 };
@@ -163,7 +163,23 @@ fn a_stopped_drive_starts_no_turn(j: &Judged, out: &mut Vec<Witness>) {
                         && by_identity(c, stop)
                         && meta_of(c).is_some_and(|m| m.status == Status::Running)
                 });
-            let reach = boot.and_then(|b| b.returned_ns).map_or(stop.at_ns, |b| b.max(stop.at_ns));
+            // A process frozen when the stop came runs again only when its pause ends (a
+            // pause until a takeover ends when the process next acts).
+            let resumed = j
+                .history
+                .faults
+                .iter()
+                .filter(|p| p.node == stop.node && p.kind == FaultKind::Pause && p.at_ns <= stop.at_ns)
+                .filter_map(|p| {
+                    p.until_ns.or_else(|| {
+                        let own = j.history.calls.iter().filter(|c| c.node == stop.node);
+                        own.map(|c| c.invoked_ns).find(|&at| at > p.at_ns)
+                    })
+                })
+                .filter(|&end| end >= stop.at_ns)
+                .max()
+                .unwrap_or(stop.at_ns);
+            let reach = boot.and_then(|b| b.returned_ns).map_or(resumed, |b| b.max(resumed));
             // The simulator's clock creeps a few microseconds per step: within 1 ms of that
             // instant is the same step.
             if f.at_ns > reach + 1_000_000 {
@@ -513,6 +529,29 @@ mod tests {
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].witness.contains("ran the tool of turn 2"), "{}", v[0].witness);
         assert!(worked(true, "w", 0, 5, true).is_empty(), "a fresh worker after the stopped sweep returned");
+        // A process frozen when the stop came: its first instant is the pause's end.
+        let paused = |until_ms: u64| {
+            let mut h = HistoryBuilder::engine_run();
+            let a = h.acquire(0, "w", "r", 1);
+            h.meta(0, Some(&a), "r", RunStatus::Running, 1);
+            actor(&mut h);
+            let at = h.now_ms as u64 * 1_000_000;
+            h.h.faults.push(FaultRec {
+                at_ns: at,
+                node: 0,
+                point: store::FaultPoint::SqliteAppendBeforeBegin,
+                kind: FaultKind::Pause,
+                call: None,
+                run_id: Some("r".into()),
+                until_ns: Some(at + until_ms * 1_000_000),
+            });
+            h.fact(0, "w", FactKind::WorkerStopped);
+            h.now_ms += 50;
+            h.pay(0, "w", "r", 1, 2);
+            h.judge("a_stopped_drive_starts_no_turn")
+        };
+        assert!(paused(50).is_empty(), "the first instant after the pause");
+        assert_eq!(paused(20).len(), 1, "30 ms after the pause ended");
         assert!(worked(true, "host", 0, 5, false).is_empty(), "another identity of the process");
         assert!(worked(true, "w", 1, 5, false).is_empty(), "another process");
     }
