@@ -88,21 +88,24 @@ pub const A_STOPPED_WORKER_TAKES_NO_RUN: Property = Property {
         check: a_stopped_worker_takes_no_run,
 };
 
+/// Each worker stop, with the facts after it up to the return of the sweep it interrupted
+/// (by the same identity; to the end when it never returned: a crash ends it too, and a
+/// crashed process's identity makes no further call) and that return.
+fn stopped_sweeps(facts: &[Fact]) -> impl Iterator<Item = (&Fact, &[Fact], Option<&Fact>)> {
+    facts.iter().enumerate().filter(|(_, f)| f.kind == FactKind::WorkerStopped).map(|(i, stop)| {
+        let rest = &facts[i + 1..];
+        let end =
+            rest.iter().position(|f| f.kind == FactKind::StoppedSweepReturned && same_identity(f, stop));
+        (stop, &rest[..end.unwrap_or(rest.len())], end.map(|e| &rest[e]))
+    })
+}
+
 fn a_stopped_worker_takes_no_run(j: &Judged, out: &mut Vec<Witness>) {
-    let facts = &j.history.facts;
-    for (i, stop) in facts.iter().enumerate() {
-        if stop.kind != FactKind::WorkerStopped {
-            continue;
-        }
-        // The sweep's return by the same identity, if it returned (a crash ends it too, and
-        // a crashed process's identity makes no further call).
+    for (stop, _, returned) in stopped_sweeps(&j.history.facts) {
         // Ordered by the apply order, which facts and calls share (a fact knows how many
         // mutations had been applied when it happened): a grant applied after the stop and
         // before the return, to an acquire invoked after the stop.
-        let until = facts[i + 1..]
-            .iter()
-            .find(|f| f.kind == FactKind::StoppedSweepReturned && f.owner == stop.owner)
-            .map_or(usize::MAX, |f| f.applied_before);
+        let until = returned.map_or(usize::MAX, |f| f.applied_before);
         for c in j.applied.iter().filter(|c| {
             c.op == OpKind::Acquire
                 && c.node == stop.node
@@ -136,17 +139,8 @@ pub const A_STOPPED_DRIVE_STARTS_NO_TURN: Property = Property {
 };
 
 fn a_stopped_drive_starts_no_turn(j: &Judged, out: &mut Vec<Witness>) {
-    let facts = &j.history.facts;
-    for (i, stop) in facts.iter().enumerate() {
-        if stop.kind != FactKind::WorkerStopped {
-            continue;
-        }
-        let rest = &facts[i + 1..];
-        let until = rest
-            .iter()
-            .position(|f| f.kind == FactKind::StoppedSweepReturned && same_identity(f, stop))
-            .unwrap_or(rest.len());
-        for f in rest[..until].iter().filter(|f| same_identity(f, stop)) {
+    for (stop, window, _) in stopped_sweeps(&j.history.facts) {
+        for f in window.iter().filter(|f| same_identity(f, stop)) {
             let (what, run) = match &f.kind {
                 FactKind::Paid { run_id, op, turn, .. } => (format!("paid for turn {turn} of {op}"), run_id),
                 FactKind::Tool { run_id, op, turn, .. } => {
