@@ -1062,7 +1062,7 @@ async fn node_body(node: NodeCtx) {
     }
 
     if sh.status_page && node.world.plan.swarm.user_actors {
-        let (journal, sh, world) = (engine.clone(), sh.clone(), node.world.clone());
+        let (engine, sh, world) = (engine.clone(), sh.clone(), node.world.clone());
         let (index, incarnation) = (node.index, node.incarnation);
         let actor = format!("page-n{index}-i{incarnation}");
         let mine = [format!("host-n{index}-i{incarnation}"), format!("worker-n{index}-i{incarnation}")];
@@ -1089,9 +1089,9 @@ async fn node_body(node: NodeCtx) {
                 let transcript_first = r.chance(500);
                 for read in 0..2 {
                     let crashed = if (read == 0) == transcript_first {
-                        matches!(journal.journal().load(run).await, Err(StoreError::Crashed { .. }))
+                        matches!(engine.journal().load(run).await, Err(StoreError::Crashed { .. }))
                     } else {
-                        matches!(journal.journal().get_meta(run).await, Err(StoreError::Crashed { .. }))
+                        matches!(engine.journal().get_meta(run).await, Err(StoreError::Crashed { .. }))
                     };
                     if crashed {
                         return;

@@ -301,9 +301,8 @@ mod tests {
     #[test]
     fn a_heartbeat_that_stops_before_the_settle_meta_is_caught() {
         use crate::history::{Args, FaultKind, FaultRec, OpKind};
+        use store::FaultPoint;
         const MS: u64 = 1_000_000;
-        use crate::oracle::testkit::engine::{HistoryBuilder, TTL};
-        use store::{FaultPoint, RunStatus};
         // The cadence is TTL / 3 = 100 ms. `renew_at` is when the second renew comes (none
         // when `None`); the settle meta is written 150 ms after the first renew.
         let settle = |renew_at: Option<i64>, first_renew_ok: bool, fault: Option<(FaultPoint, FaultKind)>| {

@@ -388,11 +388,11 @@ fn each_tool_turn_is_checkpointed(j: &Judged, out: &mut Vec<Witness>) {
                 .iter()
                 .find(|&&(g, e)| e == epoch && matches!(g.kind, FactKind::Paid { .. }))
                 .map(|(g, _)| g.invoked_before);
-            let terminal = calls
+            let terminal = j
+                .index()
+                .on_run_under_epoch(run_id, epoch)
                 .iter()
-                .skip(from)
-                .filter(mine)
-                .filter(|c| c.op == OpKind::Append && c.lease.as_ref().is_some_and(|l| l.epoch.0 == epoch))
+                .filter(|c| c.id >= from && c.op == OpKind::Append && mine(c))
                 .find(|c| {
                     entry_of(c).is_some_and(|e| {
                         e.ref_seq == Some(dispatch) && !matches!(e.status.as_str(), "running" | "cancelled")

@@ -140,6 +140,22 @@ pub const A_STOPPED_DRIVE_STARTS_NO_TURN: Property = Property {
 
 fn a_stopped_drive_starts_no_turn(j: &Judged, out: &mut Vec<Witness>) {
     for (stop, window, _) in stopped_sweeps(&j.history.facts) {
+        // A process frozen when the stop came runs again only when its pause ends (a
+        // pause until a takeover ends when the process next acts).
+        let resumed = j
+            .history
+            .faults
+            .iter()
+            .filter(|p| p.node == stop.node && p.kind == FaultKind::Pause && p.at_ns <= stop.at_ns)
+            .filter_map(|p| {
+                p.until_ns.or_else(|| {
+                    let own = j.history.calls.iter().filter(|c| c.node == stop.node);
+                    own.map(|c| c.invoked_ns).find(|&at| at > p.at_ns)
+                })
+            })
+            .filter(|&end| end >= stop.at_ns)
+            .max()
+            .unwrap_or(stop.at_ns);
         for f in window.iter().filter(|f| same_identity(f, stop)) {
             let (what, run) = match &f.kind {
                 FactKind::Paid { run_id, op, turn, .. } => (format!("paid for turn {turn} of {op}"), run_id),
@@ -150,29 +166,14 @@ fn a_stopped_drive_starts_no_turn(j: &Judged, out: &mut Vec<Witness>) {
             };
             // The segment's boot: the identity's last `running` meta write of the run
             // invoked before the work.
-            let boot =
-                j.history.calls[..f.invoked_before.min(j.history.calls.len())].iter().rev().find(|c| {
-                    c.op == OpKind::PutMeta
-                        && c.run_id == *run
-                        && by_identity(c, stop)
-                        && meta_of(c).is_some_and(|m| m.status == Status::Running)
-                });
-            // A process frozen when the stop came runs again only when its pause ends (a
-            // pause until a takeover ends when the process next acts).
-            let resumed = j
-                .history
-                .faults
-                .iter()
-                .filter(|p| p.node == stop.node && p.kind == FaultKind::Pause && p.at_ns <= stop.at_ns)
-                .filter_map(|p| {
-                    p.until_ns.or_else(|| {
-                        let own = j.history.calls.iter().filter(|c| c.node == stop.node);
-                        own.map(|c| c.invoked_ns).find(|&at| at > p.at_ns)
-                    })
-                })
-                .filter(|&end| end >= stop.at_ns)
-                .max()
-                .unwrap_or(stop.at_ns);
+            let process = j.index().of_process(stop.node, stop.incarnation);
+            let before = &process[..process.partition_point(|c| c.id < f.invoked_before)];
+            let boot = before.iter().rev().find(|c| {
+                c.op == OpKind::PutMeta
+                    && c.run_id == *run
+                    && by_identity(c, stop)
+                    && meta_of(c).is_some_and(|m| m.status == Status::Running)
+            });
             let reach = boot.and_then(|b| b.returned_ns).map_or(resumed, |b| b.max(resumed));
             // The simulator's clock creeps a few microseconds per step: within 1 ms of that
             // instant is the same step.
