@@ -133,6 +133,13 @@ pub struct EngineScenario {
     /// the engine must refuse before any side effect (docs/engine-model.md 1.1, O5). In plans
     /// that carry `Swarm::user_actors`.
     pub double_clicks: bool,
+    /// Whether the operator also answers the open suspensions of runs listed `running`, as a
+    /// run page that shows a pending approval from the journal does, whatever the meta says:
+    /// a run whose segment appended its suspension and then died, or whose settle's meta
+    /// write failed, is left `running` with nobody holding it, and an answer to it must land
+    /// (docs/engine-model.md 5.5). A live holder's run refuses the answer as held. In plans
+    /// that carry `Swarm::user_actors`.
+    pub answers_running: bool,
     /// The coverage goals a sweep must meet, each in a share of its seeds.
     pub coverage: &'static [Required],
 }
@@ -151,6 +158,11 @@ const LOST_APPEND_QUEUE: u32 = 5;
 /// Share (per mille) of queue seeds in which a whole-catalog census lists a run with no
 /// journal entry yet (measured over seeds 0..2000: 29 per mille).
 const EMPTY_CENSUS_QUEUE: u32 = 10;
+
+/// Share (per mille) of queue seeds in which an operator's answer lands on a run left
+/// `running` by a segment that suspended and then died or failed its meta write (measured
+/// over seeds 0..1000: 30 per mille).
+const ANSWER_RUNNING_QUEUE: u32 = 10;
 
 pub static QUEUE: EngineScenario = EngineScenario {
     name: "queue",
@@ -189,6 +201,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
     retry_deleted: false,
     status_page: false,
     double_clicks: false,
+    answers_running: true,
     coverage: &[
         required("busy_met", 200),
         required("crash_after_commit", 30),
@@ -205,6 +218,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
         required("retention_deleted_a_run", 500),
         required("resume_under_another_workflow_refused", 80),
         required("census_listed_a_run_with_no_entry", EMPTY_CENSUS_QUEUE),
+        required("answer_to_a_running_run_landed", ANSWER_RUNNING_QUEUE),
     ],
 };
 
@@ -231,6 +245,10 @@ const READ_BESIDE_SOLO: u32 = 150;
 /// while the first click's segment is live (measured over seeds 0..2000: 49 per mille).
 const DOUBLE_CLICK_SOLO: u32 = 25;
 
+/// Share (per mille) of queue-solo seeds in which an operator's answer lands on a run left
+/// `running` with its suspension open (measured over seeds 0..1000: 49 per mille).
+const ANSWER_RUNNING_SOLO: u32 = 15;
+
 /// rulvar's commonest queue deployment: one worker process, hosts elsewhere. The queue's
 /// workload (nodes, runs, workflows, `tmp-` share, labels, host deletes, faults everywhere);
 /// what differs is written out.
@@ -250,6 +268,7 @@ pub static QUEUE_SOLO: EngineScenario = EngineScenario {
     retry_deleted: false,
     status_page: true,
     double_clicks: true,
+    answers_running: true,
     coverage: &[
         required("run_resumed_by_a_later_segment", 500),
         required("suspension_resolved", 300),
@@ -264,6 +283,7 @@ pub static QUEUE_SOLO: EngineScenario = EngineScenario {
         required("resume_under_another_workflow_refused", 40),
         required("read_beside_own_uncommitted_write", READ_BESIDE_SOLO),
         required("second_start_of_a_live_run_refused", DOUBLE_CLICK_SOLO),
+        required("answer_to_a_running_run_landed", ANSWER_RUNNING_SOLO),
     ],
     ..QUEUE
 };
@@ -291,6 +311,7 @@ pub static F1_STALE_SETTLE: EngineScenario = EngineScenario {
     retry_deleted: false,
     status_page: false,
     double_clicks: false,
+    answers_running: false,
     coverage: &[
         required("restarted_process_wrote", 40),
         required("run_resumed_by_a_later_segment", 150),
@@ -324,6 +345,7 @@ pub static F2_STALE_CHECKPOINT: EngineScenario = EngineScenario {
     retry_deleted: false,
     status_page: false,
     double_clicks: false,
+    answers_running: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 150),
         required("superseded_write_refused", 120),
@@ -356,6 +378,7 @@ pub static F4_STALE_RETENTION: EngineScenario = EngineScenario {
     retry_deleted: false,
     status_page: false,
     double_clicks: false,
+    answers_running: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 60),
         required("superseded_write_refused", 80),
@@ -396,6 +419,7 @@ pub static DELETE_CUTS: EngineScenario = EngineScenario {
     retry_deleted: true,
     status_page: false,
     double_clicks: false,
+    answers_running: false,
     coverage: &[
         required("busy_met", 300),
         required("crash_after_commit", 100),
@@ -435,6 +459,8 @@ pub struct QueueShared {
     pub retry_deleted: bool,
     pub status_page: bool,
     pub double_clicks: bool,
+    /// [`EngineScenario::answers_running`], in a plan that carries `Swarm::user_actors`.
+    pub answers_running: bool,
     /// The runs a host's delete took (its cascade finished): the runs a `retry_deleted` host
     /// may retry with no meta to read.
     pub deleted: RefCell<BTreeSet<String>>,
@@ -732,6 +758,7 @@ impl Scenario for EngineScenario {
             retry_deleted: self.retry_deleted,
             status_page: self.status_page,
             double_clicks: self.double_clicks,
+            answers_running: self.answers_running && plan.swarm.user_actors,
             deleted: RefCell::new(BTreeSet::new()),
             retrying: RefCell::new(BTreeMap::new()),
             pending: RefCell::new(BTreeMap::new()),
@@ -1287,7 +1314,13 @@ async fn worker_loop(
         // row), so each counts as in flight while it runs: one stalled across the heal can
         // revive a run after every run looked settled.
         if (sh.heal.get() || r.chance(500))
-            && !sh.in_flight(index, incarnation, resolve_open(engine, sink, sh.redeliveries)).await
+            && !sh
+                .in_flight(
+                    index,
+                    incarnation,
+                    resolve_open(engine, sink, sh.redeliveries, sh.answers_running),
+                )
+                .await
         {
             return;
         }
@@ -1547,9 +1580,14 @@ async fn host_delete(
     }
 }
 
-/// Answer every open suspension of every suspended run, offline. `false`: the process died.
-async fn resolve_open(engine: &SimEngine, sink: &FactSink, redeliver: bool) -> bool {
-    let filter = RunFilter { status: Some(RunStatus::Suspended), ..RunFilter::default() };
+/// Answer every open suspension of every suspended run (with `running`, of every run not
+/// ended), offline. `false`: the process died.
+async fn resolve_open(engine: &SimEngine, sink: &FactSink, redeliver: bool, running: bool) -> bool {
+    let filter = if running {
+        RunFilter::resumable()
+    } else {
+        RunFilter { status: Some(RunStatus::Suspended), ..RunFilter::default() }
+    };
     let Ok(metas) = engine.journal().list_runs(&filter).await else { return true };
     // Redeliveries wait until every open suspension listed has had its answer, so they never
     // widen the gap between the listing and an answer.
@@ -1563,19 +1601,21 @@ async fn resolve_open(engine: &SimEngine, sink: &FactSink, redeliver: bool) -> b
                 .filter(|e| e.status == "suspended" && matches!(e.kind.as_str(), "external" | "approval"))
         };
         let key_of = |e: &JournalEntry| e.value.get("key").and_then(|k| k.as_str()).map(str::to_string);
-        let open: Vec<String> = suspensions().filter(|e| !answered(e)).filter_map(key_of).collect();
+        let open: Vec<(String, u64)> =
+            suspensions().filter(|e| !answered(e)).filter_map(|e| Some((key_of(e)?, e.seq.0))).collect();
         if redeliver {
             // The answer again, to a key whose every suspension is answered.
             let mut keys: Vec<String> = suspensions()
                 .filter(|e| answered(e))
                 .filter_map(key_of)
-                .filter(|k| !open.contains(k))
+                .filter(|k| !open.iter().any(|(o, _)| o == k))
                 .collect();
             keys.sort();
             keys.dedup();
             again.extend(keys.into_iter().map(|k| (meta.run_id.clone(), k)));
         }
-        for key in open {
+        for (key, seq) in open {
+            sink.fact(FactKind::Answering { run_id: meta.run_id.clone(), key: key.clone(), suspension: seq });
             match engine.resolve_offline(&meta.run_id, &key, resolution_value(&key)).await {
                 Err(e) if e.is_crash() => return false,
                 Err(e) => sink.fact(FactKind::Failed {

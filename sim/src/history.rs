@@ -382,6 +382,10 @@ pub enum FactKind {
     Settled { run_id: String, status: String, value: Option<String>, segment: u64 },
     /// A segment or host operation failed (not a crash).
     Failed { run_id: String, what: String, error: String },
+    /// An operator (this fact's owner) is about to answer offline (`resolve_offline`) the
+    /// suspension at seq `suspension` of run `run_id`, await `key`, which its own load of
+    /// the journal showed open. Not shown in the timeline.
+    Answering { run_id: String, key: String, suspension: u64 },
     /// The operator's audit (`runs audit`, this fact's owner) reported run `run_id` as
     /// `verdict` (the reconciler's word: `consistent`, `meta-behind`, `stranded`, `suspect`),
     /// with the status a repair would write, and the counts the report prints beside them.
@@ -791,9 +795,10 @@ impl Recorder {
             FactKind::Healed => ("HEAL".to_string(), "faults off, every node up".to_string()),
             FactKind::WorkerStopped => ("WORKER STOP".to_string(), String::new()),
             FactKind::StoppedSweepReturned => ("WORKER STOPPED SWEEP RETURNED".to_string(), String::new()),
-            FactKind::SweepBegan | FactKind::SweepEnded | FactKind::Labelled { .. } => {
-                (String::new(), String::new())
-            }
+            FactKind::SweepBegan
+            | FactKind::SweepEnded
+            | FactKind::Labelled { .. }
+            | FactKind::Answering { .. } => (String::new(), String::new()),
         };
         if !op.is_empty() {
             let node_col = if matches!(kind, FactKind::Healed) { None } else { Some(node) };

@@ -45,6 +45,11 @@ pub const GOALS: &[Goal] = &[
         check: second_start_of_a_live_run_refused,
     },
     Goal {
+        name: "answer_to_a_running_run_landed",
+        claim: "An operator's offline answer to a suspension still open on a run whose meta, read under the answer's brief lease, said `running` (its segment died after suspending, or its settle's meta write failed) appended its resolution: an_answer_to_a_live_run_lands had such an answer to judge.",
+        check: answer_to_a_running_run_landed,
+    },
+    Goal {
         name: "read_beside_own_uncommitted_write",
         claim: "A read of a run was invoked after a write of that run by the same process, while that write stood stalled between its last statement and its commit: reads_see_serial_history judged whether it saw the uncommitted write.",
         check: read_beside_own_uncommitted_write,
@@ -176,6 +181,10 @@ fn second_start_of_a_live_run_refused(j: &Judged) -> bool {
     j.history.facts.iter().any(|f| {
         matches!(&f.kind, FactKind::Failed { error, .. } if error.contains(super::engine::progress::LIVE_REFUSAL))
     })
+}
+
+fn answer_to_a_running_run_landed(j: &Judged) -> bool {
+    super::engine::answers::answers(j).iter().any(|a| a.status == Status::Running && a.answered)
 }
 
 fn read_beside_own_uncommitted_write(j: &Judged) -> bool {

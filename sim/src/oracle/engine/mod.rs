@@ -15,7 +15,7 @@
 //! and counters are judged within one generation.
 //!
 //! One file per invariant family, each with its claim in its header: [`meta`], [`settles`],
-//! [`payments`], [`progress`], [`deletion`], [`liveness`], [`workers`]. This file holds what they share:
+//! [`payments`], [`progress`], [`answers`], [`deletion`], [`liveness`], [`workers`]. This file holds what they share:
 //! which runs are judged, grants and deletions per run, and per-dispatch progress.
 
 use std::collections::BTreeMap;
@@ -25,6 +25,7 @@ use super::model::{walk_grants, Judged};
 use super::Property;
 use crate::history::{Call, Fact, FactKind, OpKind};
 
+pub mod answers;
 pub mod deletion;
 pub mod liveness;
 pub mod meta;
@@ -79,6 +80,7 @@ pub const ALL: &[Property] = &[
     progress::A_LIVE_REFUSAL_HAS_A_LIVE_SEGMENT,
     progress::A_LIVE_SEGMENT_BLOCKS_A_SECOND_START,
     progress::A_DANGLING_DISPATCH_IS_PICKED_UP,
+    answers::AN_ANSWER_TO_A_LIVE_RUN_LANDS,
     liveness::ALL_RUNS_SETTLE_AFTER_HEAL,
     liveness::A_HOLDER_LEFT_ALONE_KEEPS_ITS_LEASE,
     liveness::RENEWS_KEEP_THE_CADENCE,
