@@ -1,7 +1,8 @@
 //! The meta family: a run's meta record as the engine keeps it. Its `segments` counter
 //! never goes back and every boot bumps it, a terminal meta never runs ahead of its
 //! journal, the recorded fields a resume copies stay as the run recorded them, a segment
-//! writes one record (its boot and its settle differ only in status and time), and a resume
+//! writes one record (its boot and its settle differ only in status and time), a resumed
+//! segment records no labels, and a resume
 //! passed another workflow than the one the meta names writes nothing.
 //!
 //! Each property is judged from the apply-ordered history and the engine facts, under the
@@ -389,6 +390,36 @@ fn a_run_carries_its_labels(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const A_RESUMED_SEGMENT_RECORDS_NO_LABELS: Property = Property {
+    name: "a_resumed_segment_records_no_labels",
+    expectation: Expectation::Always,
+    claim: "A resumed segment's meta records neither a name nor tags: a resume passes no run options and the boot record is written whole from the segment's own options, so the labels a run was started with end at its first resume (docs/engine-model.md 1.3). Every applied meta write of an engine run whose segments counter is 2 or more, a resume's record, carries no `name` and no `tags`.",
+    not_checked: "Meta writes with no segments counter; whether a resume wrote anything at all.",
+    check: a_resumed_segment_records_no_labels,
+};
+
+fn a_resumed_segment_records_no_labels(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    for &c in j.applied.iter().filter(|c| c.op == OpKind::PutMeta && runs.contains(c.run_id.as_str())) {
+        let Some(m) = meta_of(c) else { continue };
+        if m.segments.is_none_or(|s| s < 2) || (m.name.is_none() && m.tags.is_none()) {
+            continue;
+        }
+        out.push(
+            Witness::new(format!(
+                "run {}: {}'s meta write at t={} records segment {} with name {} and tags {}: a resume passes no run options, so a resumed segment's record carries no labels",
+                c.run_id,
+                who(c),
+                t(Judged::applied_ns(c)),
+                m.segments.unwrap_or_default(),
+                m.name.as_ref().map_or("absent".to_string(), |n| format!("{n:?}")),
+                m.tags.as_ref().map_or("absent".to_string(), |tags| format!("{tags:?}"))
+            ))
+            .on(c.op, c.id),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -606,5 +637,26 @@ mod tests {
         assert!(v.len() == 1 && v[0].witness.contains("records name \"n\" and tags absent"), "{v:?}");
         assert_eq!(labelled_boot(json!({"name": "m", "tags": ["a", "b"]})).len(), 1);
         assert_eq!(labelled_boot(json!({"name": "n", "tags": ["b", "a"]})).len(), 1);
+    }
+
+    #[test]
+    fn a_resume_that_keeps_the_labels_is_caught() {
+        use serde_json::json;
+        // A labelled first segment, then a resume's boot with `more` over segment 2.
+        let resumed = |more: serde_json::Value| {
+            let mut h = HistoryBuilder::engine_run();
+            let a = h.acquire(0, "host", "r", 1);
+            h.meta_with(0, Some(&a), "r", RunStatus::Ok, 1, json!({"name": "n", "tags": ["t"]}));
+            let b = h.acquire(1, "worker", "r", 2);
+            h.meta_with(1, Some(&b), "r", RunStatus::Running, 2, more);
+            h.judge("a_resumed_segment_records_no_labels")
+        };
+        assert!(resumed(json!({})).is_empty(), "the first segment's labels are lawful");
+        let v = resumed(json!({"tags": ["t"]}));
+        assert!(
+            v.len() == 1 && v[0].witness.contains("records segment 2 with name absent and tags [\"t\"]"),
+            "{v:?}"
+        );
+        assert_eq!(resumed(json!({"name": "n"})).len(), 1);
     }
 }
