@@ -2,7 +2,7 @@
 //! never goes back and every boot bumps it, a terminal meta never runs ahead of its
 //! journal, the recorded fields a resume copies stay as the run recorded them, a segment
 //! writes one record (its boot and its settle differ only in status and time), a resumed
-//! segment records no labels, and a resume
+//! segment records no labels, a resume boots the segment after the one it read, and a resume
 //! passed another workflow than the one the meta names writes nothing.
 //!
 //! Each property is judged from the apply-ordered history and the engine facts, under the
@@ -222,6 +222,54 @@ fn a_resume_keeps_the_runs_workflow(j: &Judged, out: &mut Vec<Witness>) {
                 op: Some(read.op.as_str()),
                 call: Some(read.id),
             });
+        }
+    }
+}
+
+pub const A_RESUME_BOOTS_THE_NEXT_SEGMENT: Property = Property {
+    name: "a_resume_boots_the_next_segment",
+    expectation: Expectation::Always,
+    claim: "A host's explicit resume boots the segment after the one its meta read recorded: its boot meta write records segments = the counter of the last meta it read before it (1 when that meta had none, or when there was no meta: a resume that recreates a deleted run) + 1 (docs/engine-model.md 1.2 and 1.3: segmentsBefore = meta.segments, or 1 when missing or not positive).",
+    not_checked: "Resumes that read no meta before their boot write (refused or crashed first); the worker's drives (`every_boot_bumps_segments` judges every boot against the writes before it).",
+    check: a_resume_boots_the_next_segment,
+};
+
+fn a_resume_boots_the_next_segment(j: &Judged, out: &mut Vec<Witness>) {
+    let (facts, calls) = (&j.history.facts, &j.history.calls);
+    for (i, f) in facts.iter().enumerate() {
+        let FactKind::Resumed { run_id, .. } = &f.kind else { continue };
+        let end = resume_return(facts, i).map_or(calls.len(), |e| e.invoked_before.min(calls.len()));
+        let within = &calls[f.invoked_before.min(end)..end];
+        let mine = |c: &&Call| {
+            (c.node, c.incarnation) == (f.node, f.incarnation)
+                && c.args.actor.as_deref() == Some(f.owner.as_str())
+                && c.run_id == *run_id
+        };
+        let Some(boot) = within.iter().filter(mine).find(|c| c.op == OpKind::PutMeta) else { continue };
+        let Some(Read::Meta(read)) = within
+            .iter()
+            .filter(mine)
+            .rfind(|c| c.op == OpKind::GetMeta && c.id < boot.id)
+            .and_then(|c| c.read.as_ref())
+        else {
+            continue;
+        };
+        let before = read.as_ref().and_then(|m| m.segments).filter(|s| *s > 0).unwrap_or(1);
+        let Some(wrote) = meta_of(boot).and_then(|m| m.segments) else { continue };
+        if wrote != before + 1 {
+            out.push(
+                Witness::new(format!(
+                    "run {run_id}: {}'s resume read {} and its boot meta write at t={} records segments {wrote}, where the next segment is {}",
+                    f.owner,
+                    match read {
+                        Some(m) => format!("a meta with segments {:?}", m.segments),
+                        None => "no meta".to_string(),
+                    },
+                    t(boot.invoked_ns),
+                    before + 1
+                ))
+                .on(boot.op, boot.id),
+            );
         }
     }
 }
@@ -637,6 +685,38 @@ mod tests {
         assert!(v.len() == 1 && v[0].witness.contains("records name \"n\" and tags absent"), "{v:?}");
         assert_eq!(labelled_boot(json!({"name": "m", "tags": ["a", "b"]})).len(), 1);
         assert_eq!(labelled_boot(json!({"name": "n", "tags": ["b", "a"]})).len(), 1);
+    }
+
+    #[test]
+    fn a_resume_that_boots_any_but_the_next_segment_is_caught() {
+        use crate::history::Read;
+        use crate::oracle::testkit::meta_record;
+        // A host's resume of run `r` that read `read` (segments `had` when a meta) and booted
+        // segment `boots`.
+        let resume = |read: Option<Option<u64>>, boots: u64| {
+            let mut h = HistoryBuilder::engine_run();
+            h.fact(0, "host", FactKind::Resumed { run_id: "r".into(), workflow: "happy".into() });
+            let first = h.h.calls.len();
+            h.read_meta(0, "host", "r");
+            h.h.calls.last_mut().expect("a read").read = Some(Read::Meta(read.map(|had| {
+                let mut m = meta_record("r", RunStatus::Ok);
+                m.segments = had;
+                m
+            })));
+            let l = h.acquire(0, "host", "r", 2);
+            h.meta(0, Some(&l), "r", RunStatus::Running, boots);
+            for c in h.h.calls.iter_mut().skip(first) {
+                c.args.actor = Some("host".into());
+            }
+            h.judge("a_resume_boots_the_next_segment")
+        };
+        assert!(resume(Some(Some(3)), 4).is_empty());
+        assert!(resume(None, 2).is_empty(), "a recreated run boots segment 2");
+        assert!(resume(Some(None), 2).is_empty(), "a meta with no counter counts as 1");
+        let v = resume(None, 1);
+        assert!(v.len() == 1 && v[0].witness.contains("read no meta"), "{v:?}");
+        assert_eq!(resume(Some(Some(3)), 3).len(), 1);
+        assert_eq!(resume(Some(Some(3)), 5).len(), 1);
     }
 
     #[test]
