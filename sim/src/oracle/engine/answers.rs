@@ -13,7 +13,7 @@ use super::super::contract::{EntryView, Status};
 use super::super::model::{t, Judged};
 use super::super::{Expectation, Property, Witness};
 use super::*;
-use crate::history::{Call, Fact, FactKind, OpKind, Read};
+use crate::history::{Call, FactKind, OpKind, Read};
 
 pub const AN_ANSWER_TO_A_LIVE_RUN_LANDS: Property = Property {
     name: "an_answer_to_a_live_run_lands",
@@ -49,7 +49,9 @@ fn open_at(appends: &[(usize, Option<EntryView>)], seen: usize, seq: u64, key: &
 /// that read, every call of it returned, and no other writer changed the run before its
 /// release.
 pub(in crate::oracle) struct Answer<'h> {
-    pub fact: &'h Fact,
+    /// The answering identity, and the run and await key it answered.
+    pub owner: &'h str,
+    pub run_id: &'h str,
     pub key: &'h str,
     pub suspension: u64,
     pub epoch: u64,
@@ -87,12 +89,7 @@ pub(in crate::oracle) fn answers<'h>(j: &Judged<'h>) -> Vec<Answer<'h>> {
             continue;
         }
         // The operator's calls on the run from the fact on, in invocation order.
-        let mut mine = calls.iter().filter(|c| {
-            c.id >= f.invoked_before
-                && (c.node, c.incarnation) == (f.node, f.incarnation)
-                && c.args.actor.as_deref() == Some(f.owner.as_str())
-                && c.run_id == *run_id
-        });
+        let mut mine = own_calls_on(calls, f, run_id, calls.len()).into_iter();
         let Some(acquire) = mine.next().filter(|c| c.op == OpKind::Acquire) else { continue };
         let Some(lease) = acquire.granted.as_ref().filter(|_| acquire.outcome.is_ok()) else { continue };
         // Its calls under that grant, through the release that gives it back.
@@ -132,7 +129,8 @@ pub(in crate::oracle) fn answers<'h>(j: &Judged<'h>) -> Vec<Answer<'h>> {
                 && entry_of(c).is_some_and(|e| e.kind == "resolution")
         });
         found.push(Answer {
-            fact: f,
+            owner: &f.owner,
+            run_id,
             key,
             suspension: *suspension,
             epoch: lease.epoch.0,
@@ -147,11 +145,11 @@ pub(in crate::oracle) fn answers<'h>(j: &Judged<'h>) -> Vec<Answer<'h>> {
 
 fn an_answer_to_a_live_run_lands(j: &Judged, out: &mut Vec<Witness>) {
     for a in answers(j).into_iter().filter(|a| !a.answered) {
-        let FactKind::Answering { run_id, .. } = &a.fact.kind else { continue };
         out.push(
             Witness::new(format!(
-                "run {run_id}: {}'s offline answer to the suspension at seq {} ({}) held epoch {} and read the meta {} at t={}, with that suspension open, and gave the lease back at t={} without appending a resolution: an answer is refused only when the suspension is no longer open or the run has ended",
-                a.fact.owner,
+                "run {}: {}'s offline answer to the suspension at seq {} ({}) held epoch {} and read the meta {} at t={}, with that suspension open, and gave the lease back at t={} without appending a resolution: an answer is refused only when the suspension is no longer open or the run has ended",
+                a.run_id,
+                a.owner,
                 a.suspension,
                 a.key,
                 a.epoch,

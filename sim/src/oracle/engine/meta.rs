@@ -187,17 +187,12 @@ fn a_resume_keeps_the_runs_workflow(j: &Judged, out: &mut Vec<Witness>) {
         let FactKind::Resumed { run_id, workflow } = &f.kind else { continue };
         // The resume's return: the caller's next settle or failure of that run.
         let Some(end) = resume_return(facts, i) else { continue };
-        let within = &calls[f.invoked_before.min(calls.len())..end.invoked_before.min(calls.len())];
-        let mine = |c: &&Call| {
-            (c.node, c.incarnation) == (f.node, f.incarnation)
-                && c.args.actor.as_deref() == Some(f.owner.as_str())
-                && c.run_id == *run_id
-        };
-        let Some(read) = within.iter().filter(mine).find(|c| c.op == OpKind::GetMeta) else { continue };
+        let mine = own_calls_on(calls, f, run_id, end.invoked_before);
+        let Some(read) = mine.iter().find(|c| c.op == OpKind::GetMeta) else { continue };
         let Some(Read::Meta(Some(m))) = &read.read else { continue };
         let Some(named) = m.workflow_name.as_ref().filter(|n| *n != workflow) else { continue };
         let wrote: Vec<&Call> =
-            within.iter().filter(mine).filter(|c| c.op.is_mutation() && c.applied.is_some()).collect();
+            mine.iter().copied().filter(|c| c.op.is_mutation() && c.applied.is_some()).collect();
         if let Some(first) = wrote.first() {
             out.push(Witness {
                 witness: format!(
@@ -238,19 +233,11 @@ fn a_resume_boots_the_next_segment(j: &Judged, out: &mut Vec<Witness>) {
     let (facts, calls) = (&j.history.facts, &j.history.calls);
     for (i, f) in facts.iter().enumerate() {
         let FactKind::Resumed { run_id, .. } = &f.kind else { continue };
-        let end = resume_return(facts, i).map_or(calls.len(), |e| e.invoked_before.min(calls.len()));
-        let within = &calls[f.invoked_before.min(end)..end];
-        let mine = |c: &&Call| {
-            (c.node, c.incarnation) == (f.node, f.incarnation)
-                && c.args.actor.as_deref() == Some(f.owner.as_str())
-                && c.run_id == *run_id
-        };
-        let Some(boot) = within.iter().filter(mine).find(|c| c.op == OpKind::PutMeta) else { continue };
-        let Some(Read::Meta(read)) = within
-            .iter()
-            .filter(mine)
-            .rfind(|c| c.op == OpKind::GetMeta && c.id < boot.id)
-            .and_then(|c| c.read.as_ref())
+        let end = resume_return(facts, i).map_or(calls.len(), |e| e.invoked_before);
+        let mine = own_calls_on(calls, f, run_id, end);
+        let Some(boot) = mine.iter().find(|c| c.op == OpKind::PutMeta) else { continue };
+        let Some(Read::Meta(read)) =
+            mine.iter().rfind(|c| c.op == OpKind::GetMeta && c.id < boot.id).and_then(|c| c.read.as_ref())
         else {
             continue;
         };

@@ -118,6 +118,25 @@ pub(in crate::oracle) fn resume_return(facts: &[Fact], i: usize) -> Option<&Fact
     })
 }
 
+/// The calls the identity of fact `f` (its process incarnation and owner) made on run
+/// `run_id` from the fact on, up to call id `end` (exclusive), in invocation order.
+pub(in crate::oracle) fn own_calls_on<'h>(
+    calls: &'h [Call],
+    f: &Fact,
+    run_id: &str,
+    end: usize,
+) -> Vec<&'h Call> {
+    let end = end.min(calls.len());
+    calls[f.invoked_before.min(end)..end]
+        .iter()
+        .filter(|c| {
+            (c.node, c.incarnation) == (f.node, f.incarnation)
+                && c.args.actor.as_deref() == Some(f.owner.as_str())
+                && c.run_id == run_id
+        })
+        .collect()
+}
+
 /// The position of a call in the apply order (`usize::MAX` when the store noted none).
 pub(super) fn order(c: &Call) -> usize {
     c.applied.as_ref().map_or(usize::MAX, |a| a.order)
