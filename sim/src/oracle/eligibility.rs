@@ -3,7 +3,8 @@
 //! the instant of its boot write only with this model's re-check, P). Retention deletes only runs whose meta is terminal,
 //! never a running or suspended run, whether or not anyone holds it (docs/engine-model.md 5.2 step 3, 5.4; at apply time only with this model's re-check, P);
 //! `pruneRun` deletes only the checkpoints of `ok` agent terminals that no other entry
-//! mentions, and a prune that runs to its end deletes every one of them (docs/engine-model.md 6.2). Both are judged from the apply-ordered history against
+//! mentions, only ones its own blob listing returned, and a prune that runs to its end deletes
+//! every one of them (docs/engine-model.md 6.2). Both are judged from the apply-ordered history against
 //! the oracle's own replay of each run's journal and meta, read as plain JSON.
 //!
 //! Only deletions an engine identity made are judged (`args.actor`, recorded by
@@ -61,6 +62,13 @@ pub const ALL: &[Property] = &[
         claim: "A prune that runs to its end (the `engine.prune.before_delete` mark, then its process releases the brief lease with none of the prune's blob deletes failing) deleted every spent checkpoint of the journal and blob list it read under that lease: the checkpoint named by each `ok` agent terminal whose blob existed, unless some entry mentions it anywhere (a value or a key; the terminal's own `checkpointRef` field excepted) (docs/engine-model.md 6.2).",
         not_checked: "Prunes a crash or a failed delete cut short; prunes without a lease; blobs that are not named by a terminal's `checkpointRef`.",
         check: prune_deletes_every_spent_checkpoint,
+    },
+    Property {
+        name: "prune_deletes_only_listed_blobs",
+        expectation: Expectation::Always,
+        claim: "Every blob a prune deletes (after its `engine.prune.before_delete` mark, on the run, under the brief lease it took) was held, per the serial history, as of the blob listing it made under that lease before the mark: a prune's candidates are the checkpoints whose blob its own listing returned (docs/engine-model.md 6.2 steps 1 and 2), so a prune that lists nothing deletes nothing, and one never deletes, or counts, a checkpoint that was already gone.",
+        not_checked: "Which listed blobs it deletes (`prune_only_spent_checkpoints` and `prune_deletes_every_spent_checkpoint`); prunes without a lease; what the prune returns (no workload records the count).",
+        check: prune_deletes_only_listed_blobs,
     },
 ];
 
@@ -358,8 +366,26 @@ fn prune_only_spent_checkpoints(j: &Judged, out: &mut Vec<Witness>) {
     });
 }
 
-fn prune_deletes_every_spent_checkpoint(j: &Judged, out: &mut Vec<Witness>) {
+/// One prune as its process's calls show it: the brief lease it ran under (the grant before
+/// its `engine.prune.before_delete` mark), the journal load and blob listing it made under
+/// that lease before the mark, and the blob deletes it made on the run under that lease after
+/// the mark, up to the release that ended it (or to the end of the history: a crash).
+struct Prune<'h> {
+    node: u32,
+    epoch: u64,
+    run: &'h str,
+    grant: &'h Call,
+    load: Option<&'h Call>,
+    list: Option<&'h Call>,
+    release: Option<&'h Call>,
+    deletes: Vec<&'h Call>,
+}
+
+/// Every prune of the history, in mark order (marks without a lease or a grant before them
+/// are skipped: nothing ties their calls to the prune).
+fn prunes<'h>(j: &Judged<'h>) -> Vec<Prune<'h>> {
     let ix = j.index();
+    let mut out = Vec::new();
     for m in j.history.marks.iter().filter(|m| m.point == "engine.prune.before_delete") {
         let Some(epoch) = m.epoch else { continue };
         let run = m.run_id.as_str();
@@ -367,10 +393,10 @@ fn prune_deletes_every_spent_checkpoint(j: &Judged, out: &mut Vec<Witness>) {
         // in the history's call list).
         let own = ix.of_process(m.node, m.incarnation);
         let cut = own.partition_point(|c| c.id < m.invoked_before);
-        let on_run = |c: &&&Call| c.run_id == run;
-        let under = |c: &&&Call| c.lease.as_ref().is_some_and(|l| l.epoch.0 == epoch);
         let (before, after) = own.split_at(cut);
-        let Some(grant) = before
+        let on_run = |c: &&&'h Call| c.run_id == run;
+        let under = |c: &&&'h Call| c.lease.as_ref().is_some_and(|l| l.epoch.0 == epoch);
+        let Some(&grant) = before
             .iter()
             .filter(on_run)
             .rfind(|c| c.op == OpKind::Acquire && c.granted.as_ref().is_some_and(|g| g.epoch.0 == epoch))
@@ -383,36 +409,59 @@ fn prune_deletes_every_spent_checkpoint(j: &Judged, out: &mut Vec<Witness>) {
                 .filter(|c| c.id >= grant.id)
                 .filter(on_run)
                 .rfind(|c| c.op == op && c.outcome.is_ok())
+                .copied()
         };
-        let (Some(load), Some(list)) = (read(OpKind::Load), read(OpKind::BlobList)) else { continue };
-        let Some(release) = after.iter().filter(on_run).filter(under).find(|c| c.op == OpKind::Release)
-        else {
-            continue;
-        };
-        let deletes: Vec<&Call> = after
+        let release = after.iter().filter(on_run).filter(under).find(|c| c.op == OpKind::Release).copied();
+        let end = release.map_or(usize::MAX, |r| r.id);
+        let deletes = after
             .iter()
             .filter(on_run)
             .filter(under)
-            .filter(|c| c.op == OpKind::BlobDelete && c.id < release.id)
+            .filter(|c| c.op == OpKind::BlobDelete && c.id < end)
             .copied()
             .collect();
-        if deletes.iter().any(|c| !c.outcome.is_ok()) {
+        out.push(Prune {
+            node: m.node,
+            epoch,
+            run,
+            grant,
+            load: read(OpKind::Load),
+            list: read(OpKind::BlobList),
+            release,
+            deletes,
+        });
+    }
+    out
+}
+
+/// The blob refs of `run` held as of apply position `upto`, from the serial history.
+fn blobs_before<'h>(j: &Judged<'h>, run: &str, upto: usize) -> std::collections::BTreeSet<&'h str> {
+    let mut blobs = std::collections::BTreeSet::new();
+    for &c in j.index().recorded_before(run, upto) {
+        match (c.op, c.args.blob_ref.as_deref()) {
+            (OpKind::BlobPut, Some(r)) => {
+                blobs.insert(r);
+            }
+            (OpKind::BlobDelete, Some(r)) => {
+                blobs.remove(r);
+            }
+            _ => {}
+        }
+    }
+    blobs
+}
+
+fn prune_deletes_every_spent_checkpoint(j: &Judged, out: &mut Vec<Witness>) {
+    let ix = j.index();
+    for p in prunes(j) {
+        let (Some(load), Some(list), Some(release)) = (p.load, p.list, p.release) else { continue };
+        if p.deletes.iter().any(|c| !c.outcome.is_ok()) {
             continue;
         }
+        let (run, epoch) = (p.run, p.epoch);
         // The journal the load saw and the blobs the list saw, from the serial history.
         let journal = ix.journal_before(run, load.seen_at.unwrap_or(0));
-        let mut blobs: std::collections::BTreeSet<&str> = Default::default();
-        for &c in ix.recorded_before(run, list.seen_at.unwrap_or(0)) {
-            match (c.op, c.args.blob_ref.as_deref()) {
-                (OpKind::BlobPut, Some(r)) => {
-                    blobs.insert(r);
-                }
-                (OpKind::BlobDelete, Some(r)) => {
-                    blobs.remove(r);
-                }
-                _ => {}
-            }
-        }
+        let blobs = blobs_before(j, run, list.seen_at.unwrap_or(0));
         let mut candidates: Vec<(&str, u64)> = Vec::new();
         for e in journal {
             if e.kind != "agent" || e.status != "ok" || e.ref_seq.is_none() {
@@ -435,18 +484,46 @@ fn prune_deletes_every_spent_checkpoint(j: &Judged, out: &mut Vec<Witness>) {
                 }
                 mentions_anywhere(&raw, ck)
             });
-            if mentioned || deletes.iter().any(|c| c.args.blob_ref.as_deref() == Some(ck)) {
+            if mentioned || p.deletes.iter().any(|c| c.args.blob_ref.as_deref() == Some(ck)) {
                 continue;
             }
             out.push(
                 Witness::new(format!(
                     "n{} ({})'s prune of {run} under epoch {epoch} (t={} to its release at t={}) left the spent checkpoint {ck}: the ok agent terminal at seq {owner} names it, its blob was listed, and no other entry mentions it",
-                    m.node,
-                    grant.args.owner.as_deref().unwrap_or(""),
-                    t(grant.invoked_ns),
+                    p.node,
+                    p.grant.args.owner.as_deref().unwrap_or(""),
+                    t(p.grant.invoked_ns),
                     t(release.invoked_ns),
                 ))
                 .on(release.op, release.id),
+            );
+        }
+    }
+}
+
+fn prune_deletes_only_listed_blobs(j: &Judged, out: &mut Vec<Witness>) {
+    for p in prunes(j) {
+        let listed = p.list.map(|l| blobs_before(j, p.run, l.seen_at.unwrap_or(0)));
+        for c in &p.deletes {
+            let Some(r) = c.args.blob_ref.as_deref() else { continue };
+            let why = match &listed {
+                None => "it listed no blobs of the run under that lease before deciding".to_string(),
+                Some(blobs) if !blobs.contains(r) => format!(
+                    "its listing at t={} did not hold that ref",
+                    t(p.list.map_or(0, |l| l.invoked_ns))
+                ),
+                Some(_) => continue,
+            };
+            out.push(
+                Witness::new(format!(
+                    "n{} ({})'s prune of {} under epoch {} deleted {r} at t={}: {why} (a prune's candidates are checkpoints whose blob its own listing returned)",
+                    p.node,
+                    p.grant.args.owner.as_deref().unwrap_or(""),
+                    p.run,
+                    p.epoch,
+                    t(c.invoked_ns),
+                ))
+                .on(c.op, c.id),
             );
         }
     }
@@ -543,6 +620,46 @@ mod tests {
         // A mention by key keeps it; a prune a crash cut short owes nothing.
         assert!(pruned(true, false, true).is_empty());
         assert!(pruned(false, false, false).is_empty());
+    }
+
+    #[test]
+    fn a_prune_that_deletes_what_it_did_not_list_is_caught() {
+        use testkit::engine::{op_entry, HistoryBuilder};
+        let p = "prune_deletes_only_listed_blobs";
+        // Run r: an ok agent terminal naming its checkpoint r/ckpt/0, whose blob was put and
+        // (`gone`) deleted again by an earlier prune; then a prune under a brief lease that
+        // loads the journal, (`lists`) lists the blobs, reaches its mark and deletes the
+        // checkpoint.
+        let pruned = |gone: bool, lists: bool| {
+            let mut h = HistoryBuilder::engine_run();
+            let a = h.acquire(1, "host", "r", 1);
+            h.append(1, &a, "r", op_entry(0, "agent", "op:0:a", "running", None));
+            h.ckpt(1, &a, "r", 0, 1);
+            let mut t = op_entry(1, "agent", "op:0:a", "ok", Some(0));
+            t["checkpointRef"] = json!("r/ckpt/0");
+            h.append(1, &a, "r", t);
+            if gone {
+                h.blob_delete(1, Some(&a), "r", "r/ckpt/0");
+            }
+            let b = h.acquire(0, "op", "r", 2);
+            let reads: &[OpKind] = if lists { &[OpKind::Load, OpKind::BlobList] } else { &[OpKind::Load] };
+            for &op in reads {
+                let mut c = testkit::call(h.h.calls.len(), op);
+                (c.run_id, c.seen_at) = ("r".into(), Some(h.h.applied_count));
+                h.h.calls.push(c);
+            }
+            h.mark(0, "engine.prune.before_delete", "r", Some(2));
+            h.blob_delete(0, Some(&b), "r", "r/ckpt/0");
+            h.push(0, OpKind::Release, "r", Some(b), Args::default(), None);
+            h.judge(p)
+        };
+        assert!(pruned(false, true).is_empty());
+        let v = pruned(true, true);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("did not hold that ref"), "{}", v[0].witness);
+        let v = pruned(false, false);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("listed no blobs"), "{}", v[0].witness);
     }
 
     #[test]
