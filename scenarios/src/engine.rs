@@ -1503,12 +1503,12 @@ async fn prune_one(engine: &SimEngine, sink: &FactSink, r: &mut impl Draw) -> bo
         Err(StoreError::Crashed { .. }) => return false,
         Err(_) => return true,
     };
-    let pruned = engine.prune_run(&run_id, Some(&lease)).await;
-    if let Err(e) = &pruned {
-        if e.is_crash() {
-            return false;
+    match engine.prune_run(&run_id, Some(&lease)).await {
+        Ok(deleted) => sink.fact(FactKind::Pruned { run_id: run_id.clone(), deleted: deleted as u64 }),
+        Err(e) if e.is_crash() => return false,
+        Err(e) => {
+            sink.fact(FactKind::Failed { run_id: run_id.clone(), what: "prune".into(), error: e.to_string() })
         }
-        sink.fact(FactKind::Failed { run_id: run_id.clone(), what: "prune".into(), error: e.to_string() });
     }
     !matches!(engine.journal().release(&lease).await, Err(StoreError::Crashed { .. }))
 }

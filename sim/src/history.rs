@@ -386,6 +386,9 @@ pub enum FactKind {
     /// suspension at seq `suspension` of run `run_id`, await `key`, which its own load of
     /// the journal showed open. Not shown in the timeline.
     Answering { run_id: String, key: String, suspension: u64 },
+    /// An operator's prune (`pruneRun`, this fact's owner) of run `run_id` returned, saying
+    /// it deleted `deleted` checkpoints. Not shown in the timeline.
+    Pruned { run_id: String, deleted: u64 },
     /// The operator's audit (`runs audit`, this fact's owner) reported run `run_id` as
     /// `verdict` (the reconciler's word: `consistent`, `meta-behind`, `stranded`, `suspect`),
     /// with the status a repair would write, and the counts the report prints beside them.
@@ -798,7 +801,8 @@ impl Recorder {
             FactKind::SweepBegan
             | FactKind::SweepEnded
             | FactKind::Labelled { .. }
-            | FactKind::Answering { .. } => (String::new(), String::new()),
+            | FactKind::Answering { .. }
+            | FactKind::Pruned { .. } => (String::new(), String::new()),
         };
         if !op.is_empty() {
             let node_col = if matches!(kind, FactKind::Healed) { None } else { Some(node) };

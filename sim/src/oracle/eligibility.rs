@@ -25,7 +25,7 @@ use super::contract::{
 };
 use super::model::{t, Judged};
 use super::{Expectation, Property, Witness};
-use crate::history::{describe_call, Call, OpKind};
+use crate::history::{describe_call, Call, FactKind, OpKind};
 
 pub const ALL: &[Property] = &[
     Property {
@@ -69,6 +69,13 @@ pub const ALL: &[Property] = &[
         claim: "Every blob a prune deletes (after its `engine.prune.before_delete` mark, on the run, under the brief lease it took) was held, per the serial history, as of the blob listing it made under that lease before the mark: a prune's candidates are the checkpoints whose blob its own listing returned (docs/engine-model.md 6.2 steps 1 and 2), so a prune that lists nothing deletes nothing, and one never deletes, or counts, a checkpoint that was already gone.",
         not_checked: "Which listed blobs it deletes (`prune_only_spent_checkpoints` and `prune_deletes_every_spent_checkpoint`); prunes without a lease; what the prune returns (no workload records the count).",
         check: prune_deletes_only_listed_blobs,
+    },
+    Property {
+        name: "a_prune_counts_what_it_deleted",
+        expectation: Expectation::Always,
+        claim: "The count a prune returns (the operator's `Pruned` fact) is the number of blob deletes it made after its `engine.prune.before_delete` mark, on the run under its brief lease, that returned ok (docs/engine-model.md 6.2: `pruneRun` returns the count deleted).",
+        not_checked: "Prunes that failed or crashed (no count is returned); prunes by actors that record no `Pruned` fact.",
+        check: a_prune_counts_what_it_deleted,
     },
 ];
 
@@ -372,6 +379,9 @@ fn prune_only_spent_checkpoints(j: &Judged, out: &mut Vec<Witness>) {
 /// the mark, up to the release that ended it (or to the end of the history: a crash).
 struct Prune<'h> {
     node: u32,
+    incarnation: u32,
+    /// Calls invoked before the mark.
+    invoked_before: usize,
     epoch: u64,
     run: &'h str,
     grant: &'h Call,
@@ -422,6 +432,8 @@ fn prunes<'h>(j: &Judged<'h>) -> Vec<Prune<'h>> {
             .collect();
         out.push(Prune {
             node: m.node,
+            incarnation: m.incarnation,
+            invoked_before: m.invoked_before,
             epoch,
             run,
             grant,
@@ -525,6 +537,35 @@ fn prune_deletes_only_listed_blobs(j: &Judged, out: &mut Vec<Witness>) {
                 ))
                 .on(c.op, c.id),
             );
+        }
+    }
+}
+
+fn a_prune_counts_what_it_deleted(j: &Judged, out: &mut Vec<Witness>) {
+    if !j.history.facts.iter().any(|f| matches!(f.kind, FactKind::Pruned { .. })) {
+        return;
+    }
+    let all = prunes(j);
+    for f in &j.history.facts {
+        let FactKind::Pruned { run_id, deleted } = &f.kind else { continue };
+        // The process's last prune of the run marked before the fact.
+        let Some(p) = all.iter().rfind(|p| {
+            p.node == f.node
+                && p.incarnation == f.incarnation
+                && p.run == run_id.as_str()
+                && p.invoked_before <= f.invoked_before
+        }) else {
+            continue;
+        };
+        let made = p.deletes.iter().filter(|c| c.id < f.invoked_before && c.outcome.is_ok()).count() as u64;
+        if made != *deleted {
+            out.push(Witness::new(format!(
+                "n{} ({})'s prune of {run_id} under epoch {} returned {deleted} deleted at t={}, but it made {made} blob delete(s) that returned ok",
+                f.node,
+                f.owner,
+                p.epoch,
+                t(f.at_ns),
+            )));
         }
     }
 }
@@ -660,6 +701,40 @@ mod tests {
         let v = pruned(false, false);
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].witness.contains("listed no blobs"), "{}", v[0].witness);
+    }
+
+    #[test]
+    fn a_prune_whose_count_is_not_its_deletes_is_caught() {
+        use testkit::engine::HistoryBuilder;
+        let p = "a_prune_counts_what_it_deleted";
+        // A spent checkpoint r/ckpt/0; a prune that lists, marks, deletes it and returns
+        // `said` (the operator's `Pruned` fact, when `said` is some), then releases.
+        let pruned = |said: Option<u64>| {
+            let mut h = HistoryBuilder::engine_run();
+            let a = h.acquire(1, "host", "r", 1);
+            h.ckpt(1, &a, "r", 0, 1);
+            let b = h.acquire(0, "op", "r", 2);
+            for op in [OpKind::Load, OpKind::BlobList] {
+                let mut c = testkit::call(h.h.calls.len(), op);
+                (c.run_id, c.seen_at) = ("r".into(), Some(h.h.applied_count));
+                h.h.calls.push(c);
+            }
+            h.mark(0, "engine.prune.before_delete", "r", Some(2));
+            h.blob_delete(0, Some(&b), "r", "r/ckpt/0");
+            if let Some(n) = said {
+                h.fact(0, "op", FactKind::Pruned { run_id: "r".into(), deleted: n });
+            }
+            h.push(0, OpKind::Release, "r", Some(b), Args::default(), None);
+            h.judge(p)
+        };
+        assert!(pruned(Some(1)).is_empty());
+        assert!(pruned(None).is_empty());
+        for wrong in [0, 2] {
+            let v = pruned(Some(wrong));
+            assert_eq!(v.len(), 1, "{v:?}");
+            assert!(v[0].witness.contains(&format!("returned {wrong} deleted")), "{}", v[0].witness);
+            assert!(v[0].witness.contains("made 1 blob delete"), "{}", v[0].witness);
+        }
     }
 
     #[test]
