@@ -350,7 +350,7 @@ pub const DELETION_RECORD_PRECEDES_BLOB_DELETES: Property = Property {
         name: "deletion_record_precedes_blob_deletes",
         expectation: Expectation::Always,
         claim: "Where the engine writes deletion records, a deletion cascade whose meta read found a meta writes the run's deletion record (the bare ref `<run>`) naming that meta's generation (its `genesis`, the empty string for none) before its first blob delete: a cascade's blob delete (after its identity's `engine.delete.before_blobs` or `worker.retention.after_acquire` point) applies only after such a record by the same identity since its listing of the run's blobs (docs/engine-model.md 6.1: a cascade cut from the record on leaves a run no resume boots; one cut before it must have deleted nothing).",
-        not_checked: "Runs no engine actor started (a store-level workload's bare ref is not a deletion record); histories in which no deletion record was ever put (profiles without it: nothing to judge); a cascade whose meta read found no meta (no record is owed) or that made no meta read since its listing; blob deletes of another identity of the process, or a prune's.",
+        not_checked: "Runs no engine actor started (a store-level workload's bare ref is not a deletion record); histories in which no deletion record was ever put (profiles without it: nothing to judge); a cascade whose meta read found no meta (no record is owed) or that made none, neither since its listing nor right after its blob deletes; blob deletes of another identity of the process, or a prune's.",
         check: deletion_record_precedes_blob_deletes,
 };
 
@@ -378,7 +378,16 @@ fn deletion_record_precedes_blob_deletes(j: &Judged, out: &mut Vec<Witness>) {
         if !judged.insert(list.id) {
             continue; // one judgment per cascade: at its first blob delete
         }
-        let read = calls[list.id..d.id].iter().rev().find(|c| c.op == OpKind::GetMeta && same(c, d));
+        // With none since the listing, a meta read the cascade made right after its blob
+        // deletes (its next call on the run that is not one) decided the record too late.
+        let read =
+            calls[list.id..d.id].iter().rev().find(|c| c.op == OpKind::GetMeta && same(c, d)).or_else(|| {
+                calls[d.id + 1..]
+                    .iter()
+                    .filter(|c| same(c, d))
+                    .find(|c| c.op != OpKind::BlobDelete)
+                    .filter(|c| c.op == OpKind::GetMeta)
+            });
         let Some(Read::Meta(Some(meta))) = read.and_then(|c| c.read.as_ref()) else { continue };
         let generation = meta.genesis.as_deref();
         let record = |before: bool| {
@@ -621,6 +630,48 @@ mod tests {
             h.deletion_record(1, None, "r", b"g1");
         }
         h
+    }
+
+    #[test]
+    fn a_cascade_that_reads_the_meta_after_its_blob_deletes_is_caught() {
+        use crate::history::{Args, OpKind};
+        let p = "deletion_record_precedes_blob_deletes";
+        // Listing, blob delete, then the meta read and the record it decides (`late`); or a
+        // meta read that found no meta before the delete, then the journal delete (lawful:
+        // no record is owed, and the cascade's next call is no meta read).
+        let run = |late: bool| {
+            let mut h = HistoryBuilder::engine_run();
+            let a = h.acquire(0, "a", "r", 1);
+            h.meta_with(0, Some(&a), "r", RunStatus::Error, 1, serde_json::json!({"genesis": "g1"}));
+            h.ckpt(0, &a, "r", 1, 1);
+            h.push(1, OpKind::BlobList, "r", None, Args::default(), None);
+            let read = |h: &mut HistoryBuilder, found: bool| {
+                h.read_meta(1, "host", "r");
+                let mut seen = crate::oracle::testkit::meta_record("r", RunStatus::Error);
+                seen.genesis = Some("g1".into());
+                let c = h.h.calls.last_mut().expect("the read");
+                c.args.actor = None;
+                c.read = Some(crate::history::Read::Meta(found.then_some(seen)));
+            };
+            if !late {
+                read(&mut h, false);
+            }
+            h.mark(1, "engine.delete.before_blobs", "r", None);
+            h.blob_delete(1, None, "r", "r/ckpt/1");
+            if late {
+                read(&mut h, true);
+                h.deletion_record(1, None, "r", b"g1");
+            } else {
+                h.delete(1, None, "r");
+                // Another run's record, so the property has something to judge.
+                h.deletion_record(0, None, "q", b"");
+            }
+            h.judge(p)
+        };
+        let v = run(true);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("before writing the run's deletion record"), "{}", v[0].witness);
+        assert!(run(false).is_empty());
     }
 
     #[test]
