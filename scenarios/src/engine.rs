@@ -137,7 +137,8 @@ pub struct EngineScenario {
     /// run page that shows a pending approval from the journal does, whatever the meta says:
     /// a run whose segment appended its suspension and then died, or whose settle's meta
     /// write failed, is left `running` with nobody holding it, and an answer to it must land
-    /// (docs/engine-model.md 5.5). A live holder's run refuses the answer as held. In plans
+    /// (docs/engine-model.md 5.5). A live holder's run refuses the answer as held. Some
+    /// passes list every run, ended ones too, whose answers the engine must refuse. In plans
     /// that carry `Swarm::user_actors`.
     pub answers_running: bool,
     /// The coverage goals a sweep must meet, each in a share of its seeds.
@@ -161,8 +162,12 @@ const EMPTY_CENSUS_QUEUE: u32 = 10;
 
 /// Share (per mille) of queue seeds in which an operator's answer lands on a run left
 /// `running` by a segment that suspended and then died or failed its meta write (measured
-/// over seeds 0..1000: 30 per mille).
+/// over seeds 0..1000: 22 per mille; 30 before some passes listed every run).
 const ANSWER_RUNNING_QUEUE: u32 = 10;
+
+/// Share (per mille) of queue seeds in which an operator's answer to an open suspension of a
+/// run that has ended is refused (measured over seeds 0..1000: 109 per mille).
+const ANSWER_ENDED_QUEUE: u32 = 40;
 
 pub static QUEUE: EngineScenario = EngineScenario {
     name: "queue",
@@ -219,6 +224,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
         required("resume_under_another_workflow_refused", 80),
         required("census_listed_a_run_with_no_entry", EMPTY_CENSUS_QUEUE),
         required("answer_to_a_running_run_landed", ANSWER_RUNNING_QUEUE),
+        required("answer_to_an_ended_run_refused", ANSWER_ENDED_QUEUE),
     ],
 };
 
@@ -246,8 +252,12 @@ const READ_BESIDE_SOLO: u32 = 150;
 const DOUBLE_CLICK_SOLO: u32 = 25;
 
 /// Share (per mille) of queue-solo seeds in which an operator's answer lands on a run left
-/// `running` with its suspension open (measured over seeds 0..1000: 49 per mille).
+/// `running` with its suspension open (measured over seeds 0..1000: 54 per mille).
 const ANSWER_RUNNING_SOLO: u32 = 15;
+
+/// Share (per mille) of queue-solo seeds in which an operator's answer to an open suspension
+/// of a run that has ended is refused (measured over seeds 0..1000: 9 per mille).
+const ANSWER_ENDED_SOLO: u32 = 3;
 
 /// rulvar's commonest queue deployment: one worker process, hosts elsewhere. The queue's
 /// workload (nodes, runs, workflows, `tmp-` share, labels, host deletes, faults everywhere);
@@ -284,6 +294,7 @@ pub static QUEUE_SOLO: EngineScenario = EngineScenario {
         required("read_beside_own_uncommitted_write", READ_BESIDE_SOLO),
         required("second_start_of_a_live_run_refused", DOUBLE_CLICK_SOLO),
         required("answer_to_a_running_run_landed", ANSWER_RUNNING_SOLO),
+        required("answer_to_an_ended_run_refused", ANSWER_ENDED_SOLO),
     ],
     ..QUEUE
 };
@@ -1313,16 +1324,17 @@ async fn worker_loop(
         // The operator duties write too (a resolution, a pruned checkpoint, a repaired meta
         // row), so each counts as in flight while it runs: one stalled across the heal can
         // revive a run after every run looked settled.
-        if (sh.heal.get() || r.chance(500))
-            && !sh
-                .in_flight(
-                    index,
-                    incarnation,
-                    resolve_open(engine, sink, sh.redeliveries, sh.answers_running),
-                )
-                .await
-        {
-            return;
+        if sh.heal.get() || r.chance(500) {
+            let inbox = if !sh.answers_running {
+                Inbox::Suspended
+            } else if r.chance(EVERY_RUN_INBOX_PER_MILLE) {
+                Inbox::EveryRun
+            } else {
+                Inbox::Resumable
+            };
+            if !sh.in_flight(index, incarnation, resolve_open(engine, sink, sh.redeliveries, inbox)).await {
+                return;
+            }
         }
         if r.chance(200) && !sh.in_flight(index, incarnation, prune_one(engine, sink, &mut r)).await {
             return;
@@ -1580,13 +1592,31 @@ async fn host_delete(
     }
 }
 
-/// Answer every open suspension of every suspended run (with `running`, of every run not
-/// ended), offline. `false`: the process died.
-async fn resolve_open(engine: &SimEngine, sink: &FactSink, redeliver: bool, running: bool) -> bool {
-    let filter = if running {
-        RunFilter::resumable()
-    } else {
-        RunFilter { status: Some(RunStatus::Suspended), ..RunFilter::default() }
+/// Which runs an operator's pass over pending answers lists.
+#[derive(Clone, Copy)]
+enum Inbox {
+    /// The runs listed `suspended`.
+    Suspended,
+    /// The runs not ended (`running` or `suspended`): a run page shows a pending approval
+    /// from the journal whatever the meta says.
+    Resumable,
+    /// Every run, ended ones too: an inbox of pending approvals built from journals, or a
+    /// page opened before the run ended. The engine must refuse an answer to an ended run
+    /// (engine-model 5.5, the terminal re-check P).
+    EveryRun,
+}
+
+/// Of an operator's passes in scenarios that answer running runs, the share that lists every
+/// run, per mille.
+const EVERY_RUN_INBOX_PER_MILLE: u32 = 300;
+
+/// Answer every open suspension of every run the `inbox` lists, offline. `false`: the
+/// process died.
+async fn resolve_open(engine: &SimEngine, sink: &FactSink, redeliver: bool, inbox: Inbox) -> bool {
+    let filter = match inbox {
+        Inbox::Suspended => RunFilter { status: Some(RunStatus::Suspended), ..RunFilter::default() },
+        Inbox::Resumable => RunFilter::resumable(),
+        Inbox::EveryRun => RunFilter::default(),
     };
     let Ok(metas) = engine.journal().list_runs(&filter).await else { return true };
     // Redeliveries wait until every open suspension listed has had its answer, so they never

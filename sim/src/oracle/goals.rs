@@ -50,6 +50,11 @@ pub const GOALS: &[Goal] = &[
         check: answer_to_a_running_run_landed,
     },
     Goal {
+        name: "answer_to_an_ended_run_refused",
+        claim: "An operator's offline answer to a suspension still open on a run whose meta, read under the answer's brief lease, said the run had ended (ok, error or cancelled) was refused: an_answer_to_an_ended_run_is_refused had such an answer to judge.",
+        check: answer_to_an_ended_run_refused,
+    },
+    Goal {
         name: "read_beside_own_uncommitted_write",
         claim: "A read of a run was invoked after a write of that run by the same process, while that write stood stalled between its last statement and its commit: reads_see_serial_history judged whether it saw the uncommitted write.",
         check: read_beside_own_uncommitted_write,
@@ -185,6 +190,10 @@ fn second_start_of_a_live_run_refused(j: &Judged) -> bool {
 
 fn answer_to_a_running_run_landed(j: &Judged) -> bool {
     super::engine::answers::answers(j).iter().any(|a| a.status == Status::Running && a.answered)
+}
+
+fn answer_to_an_ended_run_refused(j: &Judged) -> bool {
+    super::engine::answers::answers(j).iter().any(|a| a.status.is_terminal() && !a.answered)
 }
 
 fn read_beside_own_uncommitted_write(j: &Judged) -> bool {

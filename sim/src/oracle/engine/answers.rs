@@ -1,5 +1,5 @@
 //! The answers family: an operator's offline answer (`resolve_offline`) to a suspension that
-//! is open on a run that has not ended lands. The engine may refuse an answer for two
+//! is open on a run that has not ended lands, and one to a run that has ended appends nothing. The engine may refuse an answer for two
 //! reasons only (docs/engine-model.md 5.5, and this model's re-check P): the suspension is
 //! no longer open, or the run's meta, read under the answer's brief lease, is terminal.
 //!
@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use super::super::contract::{EntryView, Status};
+use super::super::contract::{EntryView, MetaView, Status};
 use super::super::model::{t, Judged};
 use super::super::{Expectation, Property, Witness};
 use super::*;
@@ -45,9 +45,8 @@ fn open_at(appends: &[(usize, Option<EntryView>)], seen: usize, seq: u64, key: &
 }
 
 /// One offline answer the properties can judge: granted its brief lease, it read the run's
-/// meta under it as not ended, with the suspension it answers open in the journal as of
-/// that read, every call of it returned, and no other writer changed the run before its
-/// release.
+/// meta under it, with the suspension it answers open in the journal as of that read, every
+/// call of it returned, and no other writer changed the run before its release.
 pub(in crate::oracle) struct Answer<'h> {
     /// The answering identity, and the run and await key it answered.
     pub owner: &'h str,
@@ -112,7 +111,7 @@ pub(in crate::oracle) fn answers<'h>(j: &Judged<'h>) -> Vec<Answer<'h>> {
         };
         let Some(seen) = read.seen_at else { continue };
         let appends = journal.get(run_id.as_str()).map_or(&[][..], |v| v.as_slice());
-        if status.is_terminal() || !open_at(appends, seen, *suspension, key) {
+        if !open_at(appends, seen, *suspension, key) {
             continue;
         }
         // Another writer's mutation of the run between the read and the release.
@@ -144,7 +143,7 @@ pub(in crate::oracle) fn answers<'h>(j: &Judged<'h>) -> Vec<Answer<'h>> {
 }
 
 fn an_answer_to_a_live_run_lands(j: &Judged, out: &mut Vec<Witness>) {
-    for a in answers(j).into_iter().filter(|a| !a.answered) {
+    for a in answers(j).into_iter().filter(|a| !a.answered && !a.status.is_terminal()) {
         out.push(
             Witness::new(format!(
                 "run {}: {}'s offline answer to the suspension at seq {} ({}) held epoch {} and read the meta {} at t={}, with that suspension open, and gave the lease back at t={} without appending a resolution: an answer is refused only when the suspension is no longer open or the run has ended",
@@ -162,6 +161,78 @@ fn an_answer_to_a_live_run_lands(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const AN_ANSWER_TO_AN_ENDED_RUN_IS_REFUSED: Property = Property {
+    name: "an_answer_to_an_ended_run_is_refused",
+    expectation: Expectation::Always,
+    claim: "An operator's offline answer appends no resolution under its brief lease while the run's meta, in the serial history as of that append, says the run has ended (ok, error or cancelled): no worker resumes an ended run, so an answer appended after its settle would sit in the journal as live work under a terminal meta, the reconciler's stranded run. The lease makes the meta the answer can read under it the meta its append lands on; a status read before the acquire is no check (docs/engine-model.md 5.5; the terminal re-check, P).",
+    not_checked: "Answers whose acquire was refused; answers during which another writer changed the run between the grant and the append (the lease was not what kept the meta still); answers not announced by an `Answering` fact.",
+    check: an_answer_to_an_ended_run_is_refused,
+};
+
+/// One applied mutation of a run: its apply position, its call id, and the meta status it
+/// left (`None`: no meta row).
+type MetaStep = (usize, usize, Option<Status>);
+
+fn an_answer_to_an_ended_run_is_refused(j: &Judged, out: &mut Vec<Witness>) {
+    if !j.history.facts.iter().any(|f| matches!(f.kind, FactKind::Answering { .. })) {
+        return;
+    }
+    // Per run: its applied mutations in apply order.
+    let mut history: BTreeMap<&str, Vec<MetaStep>> = BTreeMap::new();
+    for &c in &j.applied {
+        let run = c.run_id.as_str();
+        let trail = history.entry(run).or_default();
+        let before = trail.last().and_then(|&(_, _, s)| s);
+        let after = match c.op {
+            OpKind::PutMeta => {
+                c.args.payload.as_deref().and_then(MetaView::parse).map(|m| m.status).or(before)
+            }
+            OpKind::Delete => None,
+            _ => before,
+        };
+        trail.push((order(c), c.id, after));
+    }
+    let calls = &j.history.calls;
+    for f in &j.history.facts {
+        let FactKind::Answering { run_id, key, suspension } = &f.kind else { continue };
+        let mut mine = own_calls_on(calls, f, run_id, calls.len()).into_iter();
+        let Some(acquire) = mine.next().filter(|c| c.op == OpKind::Acquire) else { continue };
+        let Some(lease) = acquire.granted.as_ref().filter(|_| acquire.outcome.is_ok()) else { continue };
+        let trail = history.get(run_id.as_str()).map_or(&[][..], |v| v.as_slice());
+        for c in mine.take_while(|c| !(c.op == OpKind::Release && c.lease.as_ref() == Some(lease))) {
+            let resolution = c.op == OpKind::Append
+                && c.lease.as_ref() == Some(lease)
+                && c.applied.is_some()
+                && entry_of(c).is_some_and(|e| e.kind == "resolution");
+            if !resolution {
+                continue;
+            }
+            let (from, to) = (order(acquire), order(c));
+            // Another writer's mutation of the run between the grant and the append.
+            if trail.iter().any(|&(o, id, _)| from < o && o < to && calls[id].lease.as_ref() != Some(lease)) {
+                continue;
+            }
+            let Some(ended) = trail.iter().take_while(|&&(o, _, _)| o < to).last().and_then(|&(_, _, s)| s)
+            else {
+                continue;
+            };
+            if !ended.is_terminal() {
+                continue;
+            }
+            out.push(
+                Witness::new(format!(
+                    "run {run_id}: {}'s offline answer to the suspension at seq {suspension} ({key}) held epoch {} and appended a resolution at t={} over a meta that said {}: an answer to an ended run must be refused",
+                    f.owner,
+                    lease.epoch.0,
+                    t(Judged::applied_ns(c)),
+                    ended.word(),
+                ))
+                .on(c.op, c.id),
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -176,6 +247,18 @@ mod tests {
     /// reads `read`), `between` (another writer's append, if any), its resolution when
     /// `appends`, its release.
     fn answer(read: RunStatus, answered_before: bool, between: bool, appends: bool) -> HistoryBuilder {
+        answer_over(None, read, answered_before, between, appends)
+    }
+
+    /// [`answer`], with the segment's settle meta write of `settled` (if any) after its
+    /// suspension.
+    fn answer_over(
+        settled: Option<RunStatus>,
+        read: RunStatus,
+        answered_before: bool,
+        between: bool,
+        appends: bool,
+    ) -> HistoryBuilder {
         let mut h = HistoryBuilder::engine_run();
         let seg = h.acquire(0, "host", "r", 1);
         h.meta(0, Some(&seg), "r", RunStatus::Running, 1);
@@ -183,6 +266,9 @@ mod tests {
         h.append(0, &seg, "r", suspension);
         if answered_before {
             h.append(0, &seg, "r", op_entry(1, "resolution", "await:k", "ok", Some(0)));
+        }
+        if let Some(s) = settled {
+            h.meta(0, Some(&seg), "r", s, 1);
         }
         h.fact(1, "op", FactKind::Answering { run_id: "r".into(), key: "k".into(), suspension: 0 });
         let first = h.h.calls.len();
@@ -235,6 +321,28 @@ mod tests {
         // Another writer changed the run between the read and the release.
         assert!(answer(RunStatus::Running, false, true, false)
             .judge("an_answer_to_a_live_run_lands")
+            .is_empty());
+    }
+
+    #[test]
+    fn an_answer_appended_over_an_ended_meta_is_caught() {
+        let p = "an_answer_to_an_ended_run_is_refused";
+        for ended in [RunStatus::Cancelled, RunStatus::Error, RunStatus::Ok] {
+            // Whatever the answer read (here: a stale `suspended`, as a read before the
+            // acquire would show), the meta its append lands on had ended.
+            let v = answer_over(Some(ended), RunStatus::Suspended, false, false, true).judge(p);
+            assert_eq!(v.len(), 1, "{v:?}");
+            assert!(v[0].witness.contains(&format!("over a meta that said {ended}")), "{}", v[0].witness);
+            assert!(answer_over(Some(ended), ended, false, false, false).judge(p).is_empty(), "refused");
+        }
+        // A live meta's answer lands; an answer whose grant another writer's append followed
+        // is not judged.
+        assert!(answer_over(Some(RunStatus::Suspended), RunStatus::Suspended, false, false, true)
+            .judge(p)
+            .is_empty());
+        assert!(answer(RunStatus::Running, false, false, true).judge(p).is_empty());
+        assert!(answer_over(Some(RunStatus::Cancelled), RunStatus::Cancelled, false, true, true)
+            .judge(p)
             .is_empty());
     }
 
