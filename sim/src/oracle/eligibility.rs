@@ -619,9 +619,31 @@ mod tests {
         testkit::judge(&testkit::history(calls), p)
     }
 
+    /// Run r under node 1's lease (returned): an agent dispatch at seq 0 whose checkpoint
+    /// r/ckpt/0 was saved, and its ok terminal at seq 1 naming it.
+    fn spent_checkpoint(h: &mut testkit::engine::HistoryBuilder) -> store::Lease {
+        use testkit::engine::op_entry;
+        let a = h.acquire(1, "host", "r", 1);
+        h.append(1, &a, "r", op_entry(0, "agent", "op:0:a", "running", None));
+        h.ckpt(1, &a, "r", 0, 1);
+        let mut t = op_entry(1, "agent", "op:0:a", "ok", Some(0));
+        t["checkpointRef"] = json!("r/ckpt/0");
+        h.append(1, &a, "r", t);
+        a
+    }
+
+    /// A prune's reads of run r (`ops`, each seeing every mutation so far).
+    fn prune_reads(h: &mut testkit::engine::HistoryBuilder, ops: &[OpKind]) {
+        for &op in ops {
+            let mut c = testkit::call(h.h.calls.len(), op);
+            (c.run_id, c.seen_at) = ("r".into(), Some(h.h.applied_count));
+            h.h.calls.push(c);
+        }
+    }
+
     #[test]
     fn a_prune_that_leaves_a_spent_checkpoint_is_caught() {
-        use testkit::engine::{op_entry, HistoryBuilder};
+        use testkit::engine::HistoryBuilder;
         let p = "prune_deletes_every_spent_checkpoint";
         // Run r: an ok agent terminal naming its checkpoint r/ckpt/0 (and, `mentioned`, an
         // entry whose key is that ref); then a prune under a brief lease that reads the
@@ -629,21 +651,12 @@ mod tests {
         // (`released`) releases.
         let pruned = |mentioned: bool, deletes: bool, released: bool| {
             let mut h = HistoryBuilder::engine_run();
-            let a = h.acquire(1, "host", "r", 1);
-            h.append(1, &a, "r", op_entry(0, "agent", "op:0:a", "running", None));
-            h.ckpt(1, &a, "r", 0, 1);
-            let mut t = op_entry(1, "agent", "op:0:a", "ok", Some(0));
-            t["checkpointRef"] = json!("r/ckpt/0");
-            h.append(1, &a, "r", t);
+            let a = spent_checkpoint(&mut h);
             if mentioned {
                 h.append(1, &a, "r", json!({"seq": 2, "kind": "decision", "status": "ok", "key": "k", "value": {"r/ckpt/0": 1}}));
             }
             let b = h.acquire(0, "op", "r", 2);
-            for op in [OpKind::Load, OpKind::BlobList] {
-                let mut c = testkit::call(h.h.calls.len(), op);
-                (c.run_id, c.seen_at) = ("r".into(), Some(h.h.applied_count));
-                h.h.calls.push(c);
-            }
+            prune_reads(&mut h, &[OpKind::Load, OpKind::BlobList]);
             h.mark(0, "engine.prune.before_delete", "r", Some(2));
             if deletes {
                 let args = Args { blob_ref: Some("r/ckpt/0".into()), ..Args::default() };
@@ -665,7 +678,7 @@ mod tests {
 
     #[test]
     fn a_prune_that_deletes_what_it_did_not_list_is_caught() {
-        use testkit::engine::{op_entry, HistoryBuilder};
+        use testkit::engine::HistoryBuilder;
         let p = "prune_deletes_only_listed_blobs";
         // Run r: an ok agent terminal naming its checkpoint r/ckpt/0, whose blob was put and
         // (`gone`) deleted again by an earlier prune; then a prune under a brief lease that
@@ -673,22 +686,12 @@ mod tests {
         // checkpoint.
         let pruned = |gone: bool, lists: bool| {
             let mut h = HistoryBuilder::engine_run();
-            let a = h.acquire(1, "host", "r", 1);
-            h.append(1, &a, "r", op_entry(0, "agent", "op:0:a", "running", None));
-            h.ckpt(1, &a, "r", 0, 1);
-            let mut t = op_entry(1, "agent", "op:0:a", "ok", Some(0));
-            t["checkpointRef"] = json!("r/ckpt/0");
-            h.append(1, &a, "r", t);
+            let a = spent_checkpoint(&mut h);
             if gone {
                 h.blob_delete(1, Some(&a), "r", "r/ckpt/0");
             }
             let b = h.acquire(0, "op", "r", 2);
-            let reads: &[OpKind] = if lists { &[OpKind::Load, OpKind::BlobList] } else { &[OpKind::Load] };
-            for &op in reads {
-                let mut c = testkit::call(h.h.calls.len(), op);
-                (c.run_id, c.seen_at) = ("r".into(), Some(h.h.applied_count));
-                h.h.calls.push(c);
-            }
+            prune_reads(&mut h, if lists { &[OpKind::Load, OpKind::BlobList] } else { &[OpKind::Load] });
             h.mark(0, "engine.prune.before_delete", "r", Some(2));
             h.blob_delete(0, Some(&b), "r", "r/ckpt/0");
             h.push(0, OpKind::Release, "r", Some(b), Args::default(), None);
@@ -711,14 +714,9 @@ mod tests {
         // `said` (the operator's `Pruned` fact, when `said` is some), then releases.
         let pruned = |said: Option<u64>| {
             let mut h = HistoryBuilder::engine_run();
-            let a = h.acquire(1, "host", "r", 1);
-            h.ckpt(1, &a, "r", 0, 1);
+            spent_checkpoint(&mut h);
             let b = h.acquire(0, "op", "r", 2);
-            for op in [OpKind::Load, OpKind::BlobList] {
-                let mut c = testkit::call(h.h.calls.len(), op);
-                (c.run_id, c.seen_at) = ("r".into(), Some(h.h.applied_count));
-                h.h.calls.push(c);
-            }
+            prune_reads(&mut h, &[OpKind::Load, OpKind::BlobList]);
             h.mark(0, "engine.prune.before_delete", "r", Some(2));
             h.blob_delete(0, Some(&b), "r", "r/ckpt/0");
             if let Some(n) = said {
