@@ -119,6 +119,13 @@ pub const ALL: &[Property] = &[
         check: failures_are_typed_answers,
     },
     Property {
+        name: "reads_never_busy",
+        expectation: Expectation::Always,
+        claim: "No read (load, get_meta, list_runs, blob get or list) fails as busy: in WAL mode a reader sees the last committed state while another connection holds the write lock, and rulvar's reads are plain SELECTs; runtime busy comes only from a `BEGIN IMMEDIATE` or a write while another connection holds the write lock (docs/store-contract.md 2.3). A store whose reads take the write lock refuses reads whenever anyone writes, and every engine decision that reads first (a resume's prepare, a worker's re-check, a retention's re-read, a deletion's record) fails with it.",
+        not_checked: "Real multi-process runs (a reader may meet SQLITE_BUSY_RECOVERY while another process rebuilds the WAL index after a crash); boots; writes, whose busy the contention model owes.",
+        check: reads_never_busy,
+    },
+    Property {
         name: "malformed_input_refused_and_only_it",
         expectation: Expectation::Always,
         claim: "A call whose run id, blob ref, lease owner or journal seq the contract calls malformed (T5's safe segment; a seq above 2^53-1; an empty owner) is refused as invalid input and changes nothing; a well-formed call is never refused as invalid input.",
@@ -915,6 +922,30 @@ fn failures_are_typed_answers(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+/// One witness per read operation: a read that takes the write lock meets every writer.
+fn reads_never_busy(j: &Judged, out: &mut Vec<Witness>) {
+    let mut said: std::collections::BTreeSet<OpKind> = Default::default();
+    let reads = [OpKind::Load, OpKind::GetMeta, OpKind::ListRuns, OpKind::BlobGet, OpKind::BlobList];
+    for c in &j.history.calls {
+        if !reads.contains(&c.op) || !c.outcome.is_busy() || c.store_clock == StoreClock::NotObserved {
+            continue;
+        }
+        if !said.insert(c.op) {
+            continue;
+        }
+        out.push(Witness {
+            op: Some(c.op.as_str()),
+            call: Some(c.id),
+            witness: format!(
+                "{} by {} at t={} failed as busy: a read never waits on, nor is refused by, another connection's write lock",
+                describe_call(c),
+                who(c),
+                t(c.returned_ns.unwrap_or(c.invoked_ns))
+            ),
+        });
+    }
+}
+
 /// One witness per (operation, what was wrong): the same mistake repeats on every call of
 /// that shape. Judged by the oracle's own rule ([`malformed_input`]), not the store's.
 fn malformed_input_refused_and_only_it(j: &Judged, out: &mut Vec<Witness>) {
@@ -1059,6 +1090,29 @@ mod tests {
         let j = Judged::build(h, fin, Expect { ttl_ms: ttl, ..Default::default() });
         let p = ALL.iter().find(|p| p.name == name).expect("property");
         p.judge(&j)
+    }
+
+    #[test]
+    fn a_busy_read_is_caught_and_a_busy_write_is_not() {
+        // One call that failed busy, not applied, in an environment that observes (or not)
+        // the store.
+        let busy = |op: OpKind, clock: StoreClock| {
+            let mut c = crate::oracle::testkit::call(0, op);
+            c.outcome = Outcome::Err { code: "busy".into(), message: "database is locked".into() };
+            c.applied = None;
+            c.store_clock = clock;
+            History { calls: vec![c], ..History::default() }
+        };
+        for op in [OpKind::Load, OpKind::GetMeta, OpKind::ListRuns, OpKind::BlobGet, OpKind::BlobList] {
+            let v = judge(&busy(op, StoreClock::NotRead), None, "reads_never_busy");
+            assert_eq!(v.len(), 1, "{op:?}: {v:?}");
+            assert!(v[0].witness.contains("failed as busy"), "{}", v[0].witness);
+            // A real multi-process run may meet a WAL recovery: not judged.
+            assert!(judge(&busy(op, StoreClock::NotObserved), None, "reads_never_busy").is_empty());
+        }
+        for op in [OpKind::Append, OpKind::PutMeta, OpKind::Acquire] {
+            assert!(judge(&busy(op, StoreClock::NotRead), None, "reads_never_busy").is_empty(), "{op:?}");
+        }
     }
 
     /// Run `r` granted to `a` (epoch 1, expiring at 400 ms by the store's clock) at apply
