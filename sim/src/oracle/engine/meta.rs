@@ -261,6 +261,61 @@ fn a_resume_boots_the_next_segment(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const A_RESUME_OF_A_MISSING_RUN_BOOTS: Property = Property {
+    name: "a_resume_of_a_missing_run_boots",
+    expectation: Expectation::Always,
+    claim: "A host's explicit resume that found no meta for its run (every meta read it made, before its acquire and under the lease it was granted, returned none) writes the run's meta under that lease before giving it back: with no meta there is nothing to refuse for (no workflow to mismatch, no generation a deletion record could name, nothing that vanished since the prepare), so a resume recreates the run (docs/engine-model.md 1.2; a crash before the first meta write, or a deleted run retried by id).",
+    not_checked: "Resumes refused at the acquire, or one of whose calls failed or never returned (a crash); resumes during which another identity wrote the run between their first read and their release (a run created meanwhile is booted from as it is); resumes that read a meta.",
+    check: a_resume_of_a_missing_run_boots,
+};
+
+fn a_resume_of_a_missing_run_boots(j: &Judged, out: &mut Vec<Witness>) {
+    let (facts, calls) = (&j.history.facts, &j.history.calls);
+    for (i, f) in facts.iter().enumerate() {
+        let FactKind::Resumed { run_id, .. } = &f.kind else { continue };
+        let end = resume_return(facts, i).map_or(calls.len(), |e| e.invoked_before);
+        let mine = own_calls_on(calls, f, run_id, end);
+        let Some(acquire) = mine.iter().find(|c| c.op == OpKind::Acquire) else { continue };
+        let Some(lease) = acquire.granted.as_ref().filter(|_| acquire.outcome.is_ok()) else { continue };
+        let Some(release) = mine.iter().find(|c| c.op == OpKind::Release && c.lease.as_ref() == Some(lease))
+        else {
+            continue;
+        };
+        let window: Vec<&Call> = mine.iter().copied().filter(|c| c.id <= release.id).collect();
+        if window.iter().any(|c| !c.outcome.is_ok() || c.returned_ns.is_none()) {
+            continue;
+        }
+        let reads: Vec<&Call> = window.iter().copied().filter(|c| c.op == OpKind::GetMeta).collect();
+        let none = |c: &&Call| matches!(c.read, Some(Read::Meta(None)));
+        if !reads.iter().any(|c| c.id > acquire.id) || !reads.iter().all(none) {
+            continue;
+        }
+        if window.iter().any(|c| c.op == OpKind::PutMeta) {
+            continue;
+        }
+        // Another identity's mutation of the run between the first read and the release.
+        let from = reads[0].seen_at.unwrap_or(0);
+        let until = order(release);
+        let disturbed = j.applied.iter().any(|d| {
+            d.run_id == *run_id && (from..until).contains(&order(d)) && !window.iter().any(|w| w.id == d.id)
+        });
+        if disturbed {
+            continue;
+        }
+        out.push(
+            Witness::new(format!(
+                "run {run_id}: {}'s resume found no meta (read {} time(s), the last under epoch {} at t={}) and gave its lease back at t={} without booting the run",
+                f.owner,
+                reads.len(),
+                lease.epoch.0,
+                t(reads[reads.len() - 1].invoked_ns),
+                t(release.invoked_ns),
+            ))
+            .on(release.op, release.id),
+        );
+    }
+}
+
 pub const RECORDED_FIELDS_CARRIED: Property = Property {
         name: "recorded_fields_carried",
         expectation: Expectation::Always,
@@ -704,6 +759,38 @@ mod tests {
         assert!(v.len() == 1 && v[0].witness.contains("read no meta"), "{v:?}");
         assert_eq!(resume(Some(Some(3)), 3).len(), 1);
         assert_eq!(resume(Some(Some(3)), 5).len(), 1);
+    }
+
+    #[test]
+    fn a_resume_that_finds_no_meta_and_does_not_boot_is_caught() {
+        use crate::history::Read;
+        // A host's resume of run `r`: its prepare reads no meta, it acquires, reads again
+        // (`again`: no meta, or one a writer created meanwhile), (`boots`) writes the meta, and
+        // releases.
+        let resume = |again_some: bool, boots: bool| {
+            let mut h = HistoryBuilder::engine_run();
+            h.fact(0, "host", FactKind::Resumed { run_id: "r".into(), workflow: "happy".into() });
+            let first = h.h.calls.len();
+            h.read_meta(0, "host", "r");
+            h.h.calls.last_mut().expect("a read").read = Some(Read::Meta(None));
+            let l = h.acquire(0, "host", "r", 2);
+            h.read_meta(0, "host", "r");
+            let seen = again_some.then(|| crate::oracle::testkit::meta_record("r", RunStatus::Running));
+            h.h.calls.last_mut().expect("a read").read = Some(Read::Meta(seen));
+            if boots {
+                h.meta(0, Some(&l), "r", RunStatus::Running, 2);
+            }
+            h.push(0, OpKind::Release, "r", Some(l), Args::default(), None);
+            for c in h.h.calls.iter_mut().skip(first) {
+                c.args.actor = Some("host".into());
+            }
+            h.judge("a_resume_of_a_missing_run_boots")
+        };
+        assert!(resume(false, true).is_empty());
+        let v = resume(false, false);
+        assert!(v.len() == 1 && v[0].witness.contains("found no meta (read 2 time(s)"), "{v:?}");
+        // A meta under the lease: the resume boots from it or refuses for a reason of its own.
+        assert!(resume(true, false).is_empty());
     }
 
     #[test]
