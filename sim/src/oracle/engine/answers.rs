@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use super::super::contract::{EntryView, MetaView, Status};
+use super::super::contract::{EntryView, Status};
 use super::super::model::{t, Judged};
 use super::super::{Expectation, Property, Witness};
 use super::*;
@@ -169,36 +169,17 @@ pub const AN_ANSWER_TO_AN_ENDED_RUN_IS_REFUSED: Property = Property {
     check: an_answer_to_an_ended_run_is_refused,
 };
 
-/// One applied mutation of a run: its apply position, its call id, and the meta status it
-/// left (`None`: no meta row).
-type MetaStep = (usize, usize, Option<Status>);
-
 fn an_answer_to_an_ended_run_is_refused(j: &Judged, out: &mut Vec<Witness>) {
     if !j.history.facts.iter().any(|f| matches!(f.kind, FactKind::Answering { .. })) {
         return;
     }
-    // Per run: its applied mutations in apply order.
-    let mut history: BTreeMap<&str, Vec<MetaStep>> = BTreeMap::new();
-    for &c in &j.applied {
-        let run = c.run_id.as_str();
-        let trail = history.entry(run).or_default();
-        let before = trail.last().and_then(|&(_, _, s)| s);
-        let after = match c.op {
-            OpKind::PutMeta => {
-                c.args.payload.as_deref().and_then(MetaView::parse).map(|m| m.status).or(before)
-            }
-            OpKind::Delete => None,
-            _ => before,
-        };
-        trail.push((order(c), c.id, after));
-    }
+    let ix = j.index();
     let calls = &j.history.calls;
     for f in &j.history.facts {
         let FactKind::Answering { run_id, key, suspension } = &f.kind else { continue };
         let mut mine = own_calls_on(calls, f, run_id, calls.len()).into_iter();
         let Some(acquire) = mine.next().filter(|c| c.op == OpKind::Acquire) else { continue };
         let Some(lease) = acquire.granted.as_ref().filter(|_| acquire.outcome.is_ok()) else { continue };
-        let trail = history.get(run_id.as_str()).map_or(&[][..], |v| v.as_slice());
         for c in mine.take_while(|c| !(c.op == OpKind::Release && c.lease.as_ref() == Some(lease))) {
             let resolution = c.op == OpKind::Append
                 && c.lease.as_ref() == Some(lease)
@@ -209,13 +190,16 @@ fn an_answer_to_an_ended_run_is_refused(j: &Judged, out: &mut Vec<Witness>) {
             }
             let (from, to) = (order(acquire), order(c));
             // Another writer's mutation of the run between the grant and the append.
-            if trail.iter().any(|&(o, id, _)| from < o && o < to && calls[id].lease.as_ref() != Some(lease)) {
+            if ix.recorded_between(run_id, from, to).iter().any(|d| d.lease.as_ref() != Some(lease)) {
                 continue;
             }
-            let Some(ended) = trail.iter().take_while(|&&(o, _, _)| o < to).last().and_then(|&(_, _, s)| s)
-            else {
-                continue;
-            };
+            // The meta the append landed on: the last meta write (or delete: no meta) before it.
+            let landed_on = ix.recorded_before(run_id, to).iter().rev().find_map(|d| match d.op {
+                OpKind::Delete => Some(None),
+                OpKind::PutMeta => meta_of(d).map(|m| Some(m.status)),
+                _ => None,
+            });
+            let Some(ended) = landed_on.flatten() else { continue };
             if !ended.is_terminal() {
                 continue;
             }
