@@ -6,7 +6,10 @@
 //! empty and a large blob read back and listed, calls whose run id, blob ref or owner the
 //! contract calls malformed (empty, `.`, `..`, a slash, a space, a non-ASCII byte), and a
 //! meta and an entry that name one field twice (their `extra` repeats a named field). The
-//! round ends with a release or a leased delete.
+//! round ends with a release or a leased delete. Before its first round each incarnation of
+//! a process also builds two more stores over the same database and closes them unused: one
+//! with a lease ttl outside the contract's domain (0, negative, or above 2^31-1 ms) and one
+//! at its edge (1 or 2^31-1 ms), in a drawn order (L6).
 //!
 //! Nothing here judges an answer: the generic oracle does, from its own model
 //! (`malformed_input_refused_and_only_it`, `failures_are_typed_answers`, the serial-history
@@ -55,6 +58,13 @@ const META_FIELDS: &[&str] =
 /// Envelope fields of a journal entry an `extra` map may repeat.
 const ENTRY_FIELDS: &[&str] = &["seq", "kind", "status", "key", "ref", "value"];
 
+/// Lease ttls (ms) outside L6's domain of 1 to 2147483647: a store must refuse them as a
+/// configuration error.
+const TTLS_OUTSIDE: &[i64] = &[0, -1, -150, 2_147_483_648, i64::MAX];
+
+/// Lease ttls (ms) at the edges of L6's domain: a store must accept them.
+const TTLS_AT_THE_EDGE: &[i64] = &[1, 2_147_483_647];
+
 /// The scenario.
 pub struct Edges;
 
@@ -64,7 +74,11 @@ pub static EDGES: Edges = Edges;
 /// contending with the other processes' transactions). Crashes and restarts happen (about 4%
 /// of seeds over the Rust store) but are not what the scenario exists for: a foreign store
 /// whose processes restart more rarely is not short of coverage for it.
-const COVERAGE: &[Required] = &[required("malformed_input_refused", 900), required("busy_met", 50)];
+const COVERAGE: &[Required] = &[
+    required("malformed_input_refused", 900),
+    required("ttl_outside_the_domain_refused", 900),
+    required("busy_met", 50),
+];
 
 /// State shared by the processes and the supervisor of one run.
 pub struct EdgeShared {
@@ -313,6 +327,14 @@ impl Scenario for Edges {
         Box::pin(async move {
             let shared = shared(&node.world);
             let stream = u64::from(node.index) * 1000 + u64::from(node.incarnation);
+            // L6's boundary, from a stream of its own (the probes' draws stay as they were).
+            let mut draw = rng(shared.seed, "edges-ttl", stream);
+            let outside = TTLS_OUTSIDE[draw.between(0, TTLS_OUTSIDE.len() as u64 - 1) as usize];
+            let edge = TTLS_AT_THE_EDGE[draw.between(0, TTLS_AT_THE_EDGE.len() as u64 - 1) as usize];
+            let ttls = if draw.between(0, 1) == 0 { [outside, edge] } else { [edge, outside] };
+            for ttl in ttls {
+                let _ = node.boot_another(ttl).await;
+            }
             let prober = Prober {
                 node: node.index,
                 incarnation: node.incarnation,

@@ -276,6 +276,9 @@ pub struct Args {
     pub bytes: Option<Vec<u8>>,
     /// acquire: the owner asking.
     pub owner: Option<String>,
+    /// boot: the lease ttl (ms) the store was constructed with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<i64>,
     /// The identity that made the call, when the actor said (see [`under_actor`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actor: Option<String>,

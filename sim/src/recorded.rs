@@ -82,16 +82,9 @@ impl Caller {
         options: store::SqliteOptions,
         env: std::rc::Rc<dyn store::Env>,
     ) -> Result<SqliteStore, StoreError> {
-        self.call(
-            OpKind::Boot,
-            "",
-            None,
-            Args::default(),
-            SqliteStore::open(options, env),
-            |_| String::new(),
-            |_| None,
-        )
-        .await
+        let args = Args { ttl_ms: Some(options.ttl_ms), ..Args::default() };
+        self.call(OpKind::Boot, "", None, args, SqliteStore::open(options, env), |_| String::new(), |_| None)
+            .await
     }
 
     /// Start this node's foreign store process, recorded as its `boot` call, with the options
@@ -106,7 +99,8 @@ impl Caller {
         let label = format!("node {} incarnation {}", self.node, self.incarnation);
         let opts = crate::foreign::driver::ForeignOptions::for_world(spec, db, options, label);
         let fut = crate::foreign::driver::ForeignStore::open(opts, env);
-        self.call(OpKind::Boot, "", None, Args::default(), fut, |_| String::new(), |_| None).await
+        let args = Args { ttl_ms: Some(options.ttl_ms), ..Args::default() };
+        self.call(OpKind::Boot, "", None, args, fut, |_| String::new(), |_| None).await
     }
 
     /// The recording itself: invoke, await, keep the read, return (a dropped future leaves

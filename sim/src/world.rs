@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use futures::channel::mpsc;
 use rusqlite::Connection;
-use store::{FaultPoint, LocalFuture, Profile, SqliteOptions, Synchronous};
+use store::{FaultPoint, LocalFuture, Profile, SqliteOptions, StoreError, Synchronous};
 
 use crate::env::SimEnv;
 use crate::history::{FinalState, History, LeaseRow, Recorder};
@@ -324,6 +324,33 @@ async fn drive(
     Ok((fin, end_ns))
 }
 
+/// The options every node's store is built with, over the world's database.
+fn store_options(world: &WorldState, ttl_ms: i64) -> SqliteOptions {
+    SqliteOptions::new(&world.db_path)
+        .ttl_ms(ttl_ms)
+        .profile(world.profile)
+        .synchronous(Synchronous::Off)
+        .page_size(SIM_PAGE_SIZE)
+}
+
+impl NodeCtx {
+    /// Construct one more store for this node, over the same database and with the same
+    /// options as its own but a lease ttl of `ttl_ms`, recorded as a `boot` call like its
+    /// own; then close it unused. The store's answer to the ttl (L6: outside 1 to
+    /// 2147483647 ms it refuses before the database opens) is the oracle's to judge. The
+    /// node's own store, and what it leases, are untouched. A foreign store starts one more
+    /// process for it.
+    pub async fn boot_another(&self, ttl_ms: i64) -> Result<(), StoreError> {
+        let options = store_options(&self.world, ttl_ms);
+        let caller = &self.store.caller;
+        let env: Rc<dyn store::Env> = self.env.clone();
+        match crate::foreign::active() {
+            Some(spec) => caller.boot_foreign(spec, &self.world.db_path, &options, env).await.map(drop),
+            None => caller.boot(options, env).await.map(drop),
+        }
+    }
+}
+
 /// A node's life: build its own store (concurrently with every other node), then run the
 /// scenario's body. Re-run by madsim on restart.
 async fn node_init(scenario: &'static dyn Scenario, index: u32) {
@@ -336,11 +363,7 @@ async fn node_init(scenario: &'static dyn Scenario, index: u32) {
         own_store: RefCell::new(None),
     });
     let caller = Caller { rec: world.recorder.clone(), node: index, incarnation };
-    let options = SqliteOptions::new(&world.db_path)
-        .ttl_ms(world.plan.knobs.ttl_ms as i64)
-        .profile(world.profile)
-        .synchronous(Synchronous::Off)
-        .page_size(SIM_PAGE_SIZE);
+    let options = store_options(&world, world.plan.knobs.ttl_ms as i64);
     let env_dyn: Rc<dyn store::Env> = env.clone();
     let store = match crate::foreign::active() {
         Some(spec) => {

@@ -82,6 +82,10 @@ const SAFE_INTEGER_MAX: u64 = (1 << 53) - 1;
 /// The largest seq a store accepts: the same bound (the Rust port's `SEQ_MAX`).
 pub const SEQ_LIMIT: u64 = SAFE_INTEGER_MAX;
 
+/// The lease ttls (ms) a store may be constructed with (L6: an integer in 1 to 2147483647,
+/// or a configuration error before the database opens).
+pub const TTL_MS_DOMAIN: std::ops::RangeInclusive<i64> = 1..=2_147_483_647;
+
 /// A run id (and each blob-ref segment) is one safe path segment: `[A-Za-z0-9._-]+`, not
 /// `.` or `..` (docs/store-contract.md 1.5, T5).
 pub fn safe_segment(s: &str) -> bool {

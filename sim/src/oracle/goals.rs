@@ -65,6 +65,11 @@ pub const GOALS: &[Goal] = &[
         check: malformed_input_refused,
     },
     Goal {
+        name: "ttl_outside_the_domain_refused",
+        claim: "A store constructed with a lease ttl outside L6's domain (1 to 2147483647 ms) was refused as a configuration error.",
+        check: ttl_outside_the_domain_refused,
+    },
+    Goal {
         name: "crash_after_commit",
         claim: "A process died with a call in flight whose write had already committed.",
         check: crash_after_commit,
@@ -227,6 +232,14 @@ fn malformed_input_refused(j: &Judged) -> bool {
     j.history.calls.iter().any(|c| {
         matches!(&c.outcome, Outcome::Err { code, .. } if code == "invalid_input")
             && super::contract::malformed_input(c.op, &c.run_id, &c.args).is_some()
+    })
+}
+
+fn ttl_outside_the_domain_refused(j: &Judged) -> bool {
+    j.history.calls.iter().any(|c| {
+        c.op == OpKind::Boot
+            && c.args.ttl_ms.is_some_and(|ttl| !super::contract::TTL_MS_DOMAIN.contains(&ttl))
+            && matches!(&c.outcome, Outcome::Err { code, .. } if code == "config")
     })
 }
 

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::contract::{filter_excludes_strictly, filter_matches, malformed_input, EntryView, MetaView};
+use super::contract::{
+    filter_excludes_strictly, filter_matches, malformed_input, EntryView, MetaView, TTL_MS_DOMAIN,
+};
 use super::model::{rejected, staleness, t, walk_grants, who, GrantWalk, Judged};
 use super::{Expectation, Property, Witness};
 use crate::history::{describe_call, Call, OpKind, Outcome, Read, StoreClock};
@@ -80,8 +82,15 @@ pub const ALL: &[Property] = &[
         name: "every_boot_succeeds",
         expectation: Expectation::Always,
         claim: "Every store construction succeeds, however many processes boot over one fresh file at once; a construction may give up with Busy only after retrying for the contract's 5,000 ms (BOOT_BUSY_TIMEOUT_MS).",
-        not_checked: "Boots cut short by a planned crash (outcome unknown); a boot that retried the whole 5,000 ms against a write lock another process held across a stall or pause (the contract's deadline, met).",
+        not_checked: "Boots cut short by a planned crash (outcome unknown); a boot that retried the whole 5,000 ms against a write lock another process held across a stall or pause (the contract's deadline, met); boots given a lease ttl outside L6's domain (ttl_outside_the_domain_refused judges those).",
         check: every_boot_succeeds,
+    },
+    Property {
+        name: "ttl_outside_the_domain_refused",
+        expectation: Expectation::Always,
+        claim: "A store constructed with a lease ttl outside 1 to 2147483647 ms is refused as a configuration error (L6), and a store constructed with a ttl inside it is never refused as one.",
+        not_checked: "Boots cut short by a crash or given up as busy; that the refusal came before the database opened (nothing the history shows tells the two apart once the schema exists).",
+        check: ttl_outside_the_domain_refused,
     },
     Property {
         name: "rejected_call_changed_nothing",
@@ -464,6 +473,9 @@ const BOOT_BUSY_DEADLINE_NS: u64 = 5_000 * 1_000_000;
 
 fn every_boot_succeeds(j: &Judged, out: &mut Vec<Witness>) {
     for c in j.history.calls.iter().filter(|c| c.op == OpKind::Boot && rejected(c)) {
+        if c.args.ttl_ms.is_some_and(|ttl| !TTL_MS_DOMAIN.contains(&ttl)) {
+            continue;
+        }
         let took = c.returned_ns.map(|r| r.saturating_sub(c.invoked_ns));
         // Giving up with Busy once the deadline has passed is the contract's behaviour (the
         // lock was held that long: a process stalled or paused inside a write transaction).
@@ -479,6 +491,34 @@ fn every_boot_succeeds(j: &Judged, out: &mut Vec<Witness>) {
                 t(c.invoked_ns),
                 took.map_or("an unknown time".to_string(), |ns| format!("{}ms", ns / 1_000_000)),
                 c.outcome.short()
+            ),
+        });
+    }
+}
+
+fn ttl_outside_the_domain_refused(j: &Judged, out: &mut Vec<Witness>) {
+    for c in j.history.calls.iter().filter(|c| c.op == OpKind::Boot) {
+        let Some(ttl) = c.args.ttl_ms else { continue };
+        let inside = TTL_MS_DOMAIN.contains(&ttl);
+        let complaint = match &c.outcome {
+            Outcome::Ok { .. } if !inside => "was accepted".to_string(),
+            Outcome::Err { code, .. }
+                if !inside && code != "config" && code != "busy" && code != "crashed" =>
+            {
+                format!("was refused as {code}, not as a configuration error")
+            }
+            Outcome::Err { code, message } if inside && code == "config" => {
+                format!("is inside the domain but was refused as a configuration error ({message})")
+            }
+            _ => continue,
+        };
+        out.push(Witness {
+            op: Some(c.op.as_str()),
+            call: Some(c.id),
+            witness: format!(
+                "n{}'s store construction with a lease ttl of {ttl}ms at t={} {complaint} (L6: 1 to 2147483647 ms)",
+                c.node,
+                t(c.invoked_ns)
             ),
         });
     }
@@ -1395,6 +1435,35 @@ mod tests {
         // Another error is never excused, however late.
         h.calls[0].outcome = Outcome::Err { code: "sql".into(), message: String::new() };
         assert_eq!(judge(&h, None, "every_boot_succeeds").len(), 1);
+    }
+
+    #[test]
+    fn a_ttl_outside_the_domain_is_refused_as_configuration_and_only_it() {
+        let boot = |id: usize, ttl: i64, outcome: Outcome| {
+            let mut c = call(id, OpKind::Boot, Args { ttl_ms: Some(ttl), ..Args::default() }, None, 0);
+            c.outcome = outcome;
+            c
+        };
+        let config = || Outcome::Err { code: "config".into(), message: "lease ttl".into() };
+        let ok = || Outcome::Ok { detail: String::new() };
+        let calls = vec![boot(0, 0, config()), boot(1, 2_147_483_647, ok()), boot(2, -1, config())];
+        let mut h = History { calls, ..History::default() };
+        assert!(judge(&h, None, "ttl_outside_the_domain_refused").is_empty());
+        // A refused bad ttl is the contract's answer, not a failed boot.
+        assert!(judge(&h, None, "every_boot_succeeds").is_empty());
+        // Accepted outside the domain; refused as config inside it; refused as something else.
+        h.calls[0].outcome = ok();
+        h.calls[1].outcome = config();
+        h.calls[2].outcome = Outcome::Err { code: "invalid_input".into(), message: String::new() };
+        let v = judge(&h, None, "ttl_outside_the_domain_refused");
+        let said: Vec<&str> = v.iter().map(|w| w.witness.as_str()).collect();
+        assert_eq!(v.len(), 3, "{said:?}");
+        assert!(said[0].contains("ttl of 0ms") && said[0].contains("was accepted"), "{}", said[0]);
+        assert!(said[1].contains("2147483647ms") && said[1].contains("inside the domain"), "{}", said[1]);
+        assert!(said[2].contains("as invalid_input, not as a configuration error"), "{}", said[2]);
+        // Busy and a crash say nothing about the ttl.
+        h.calls[2].outcome = Outcome::Err { code: "busy".into(), message: String::new() };
+        assert_eq!(judge(&h, None, "ttl_outside_the_domain_refused").len(), 2);
     }
 
     #[test]
