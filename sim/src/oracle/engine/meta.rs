@@ -182,12 +182,9 @@ pub const A_RESUME_KEEPS_THE_RUNS_WORKFLOW: Property = Property {
 };
 
 fn a_resume_keeps_the_runs_workflow(j: &Judged, out: &mut Vec<Witness>) {
-    let (facts, calls) = (&j.history.facts, &j.history.calls);
-    for (i, f) in facts.iter().enumerate() {
-        let FactKind::Resumed { run_id, workflow } = &f.kind else { continue };
-        // The resume's return: the caller's next settle or failure of that run.
-        let Some(end) = resume_return(facts, i) else { continue };
-        let mine = own_calls_on(calls, f, run_id, end.invoked_before);
+    for Resume { fact: f, run_id, workflow, end, mine } in resumes(j) {
+        // Only a resume that returned (a settle or a failure) is judged.
+        let Some(end) = end else { continue };
         let Some(read) = mine.iter().find(|c| c.op == OpKind::GetMeta) else { continue };
         let Some(Read::Meta(Some(m))) = &read.read else { continue };
         let Some(named) = m.workflow_name.as_ref().filter(|n| *n != workflow) else { continue };
@@ -230,11 +227,7 @@ pub const A_RESUME_BOOTS_THE_NEXT_SEGMENT: Property = Property {
 };
 
 fn a_resume_boots_the_next_segment(j: &Judged, out: &mut Vec<Witness>) {
-    let (facts, calls) = (&j.history.facts, &j.history.calls);
-    for (i, f) in facts.iter().enumerate() {
-        let FactKind::Resumed { run_id, .. } = &f.kind else { continue };
-        let end = resume_return(facts, i).map_or(calls.len(), |e| e.invoked_before);
-        let mine = own_calls_on(calls, f, run_id, end);
+    for Resume { fact: f, run_id, mine, .. } in resumes(j) {
         let Some(boot) = mine.iter().find(|c| c.op == OpKind::PutMeta) else { continue };
         let Some(Read::Meta(read)) =
             mine.iter().rfind(|c| c.op == OpKind::GetMeta && c.id < boot.id).and_then(|c| c.read.as_ref())
@@ -270,11 +263,7 @@ pub const A_RESUME_OF_A_MISSING_RUN_BOOTS: Property = Property {
 };
 
 fn a_resume_of_a_missing_run_boots(j: &Judged, out: &mut Vec<Witness>) {
-    let (facts, calls) = (&j.history.facts, &j.history.calls);
-    for (i, f) in facts.iter().enumerate() {
-        let FactKind::Resumed { run_id, .. } = &f.kind else { continue };
-        let end = resume_return(facts, i).map_or(calls.len(), |e| e.invoked_before);
-        let mine = own_calls_on(calls, f, run_id, end);
+    for Resume { fact: f, run_id, mine, .. } in resumes(j) {
         let Some(acquire) = mine.iter().find(|c| c.op == OpKind::Acquire) else { continue };
         let Some(lease) = acquire.granted.as_ref().filter(|_| acquire.outcome.is_ok()) else { continue };
         let Some(release) = mine.iter().find(|c| c.op == OpKind::Release && c.lease.as_ref() == Some(lease))

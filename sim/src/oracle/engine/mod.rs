@@ -120,6 +120,31 @@ pub(in crate::oracle) fn resume_return(facts: &[Fact], i: usize) -> Option<&Fact
     })
 }
 
+/// One host's explicit resume, as the history shows it.
+pub(super) struct Resume<'h> {
+    /// The `Resumed` fact.
+    pub fact: &'h Fact,
+    pub run_id: &'h str,
+    /// The workflow the resume was passed.
+    pub workflow: &'h str,
+    /// What it returned ([`resume_return`]); `None` when a crash ended it.
+    pub end: Option<&'h Fact>,
+    /// The calls its identity made on the run from the fact until its return (to the end of
+    /// the history when it never returned), in invocation order.
+    pub mine: Vec<&'h Call>,
+}
+
+/// Every explicit resume in the history, in fact order.
+pub(super) fn resumes<'h>(j: &Judged<'h>) -> impl Iterator<Item = Resume<'h>> {
+    let (facts, calls) = (&j.history.facts[..], &j.history.calls[..]);
+    facts.iter().enumerate().filter_map(move |(i, fact)| {
+        let FactKind::Resumed { run_id, workflow } = &fact.kind else { return None };
+        let end = resume_return(facts, i);
+        let mine = own_calls_on(calls, fact, run_id, end.map_or(calls.len(), |e| e.invoked_before));
+        Some(Resume { fact, run_id, workflow, end, mine })
+    })
+}
+
 /// The calls the identity of fact `f` (its process incarnation and owner) made on run
 /// `run_id` from the fact on, up to call id `end` (exclusive), in invocation order.
 pub(in crate::oracle) fn own_calls_on<'h>(
