@@ -508,39 +508,89 @@ fn ok_results_are_replayed(j: &Judged, out: &mut Vec<Witness>) {
 pub const DISPATCHES_END_BEFORE_THE_SETTLE: Property = Property {
         name: "dispatches_end_before_the_settle",
         expectation: Expectation::Always,
-        claim: "A holder that settles a segment ok or cancelled first tried to end every dispatch it started in it: each agent, step or child running entry it appended (applied) has a terminal append of the same kind and key invoked under the same grant before the grant's run_settle is invoked (a cancel drains the dispatch it cut off with a `cancelled` terminal, and an append in flight when the cancel came completes and counts).",
-        not_checked: "Segments that settle error, suspended or exhausted (a dispatch that failed on its own stays dangling; a suspended child run leaves its parent's dispatch open); dispatches a segment picked up dangling from an earlier one; runs no engine actor started.",
+        claim: "A holder that settles a segment ok or cancelled first tried to end every dispatch it had under way in it: each agent, step or child running entry it appended (applied) has a terminal append of the same kind and key invoked under the same grant before the grant's run_settle is invoked, and so does each dangling dispatch of an earlier segment it picked up and went on with under the grant (paid a turn of, ran a tool of): a terminal naming its running entry (a cancel drains the dispatch it cut off with a `cancelled` terminal, whichever segment opened it, and an append in flight when the cancel came completes and counts; docs/engine-model.md 3.2 step 1).",
+        not_checked: "Segments that settle error, suspended or exhausted (a dispatch that failed on its own stays dangling; a suspended child run leaves its parent's dispatch open); a dangling dispatch from an earlier segment that this grant picked up but neither paid a turn of nor ran a tool of before the settle; runs no engine actor started.",
         check: dispatches_end_before_the_settle,
 };
 
+/// A dispatch a grant has under way: one it started (its running entry), or one it picked
+/// up dangling from an earlier segment and went on with (paid a turn of, ran a tool of).
+enum Underway<'h> {
+    Started { kind: String, key: String, running: &'h Call },
+    PickedUp { op: String, first_ns: u64 },
+}
+
 fn dispatches_end_before_the_settle(j: &Judged, out: &mut Vec<Witness>) {
     let runs = engine_runs(j);
-    // Per (run, grant epoch, owner), in invocation order: the dispatches started since the
-    // grant's last settle attempt and not yet given a terminal attempt (running seq -> call).
-    type Open<'h> = BTreeMap<u64, (String, String, &'h Call)>;
+    let facts = &j.history.facts;
+    // Per (run, grant epoch, owner), in invocation order: the dispatches under way since the
+    // grant's last settle attempt and not yet given a terminal attempt (running seq -> how).
+    type Open<'h> = BTreeMap<u64, Underway<'h>>;
     let mut open: BTreeMap<(&str, u64, &str), Open> = BTreeMap::new();
+    // Dispatches a grant gave a terminal attempt, and each identity's latest lease on a run.
+    let mut ended: std::collections::BTreeSet<(&str, u64, &str, u64)> = Default::default();
+    let mut holding: BTreeMap<(u32, u32, &str, &str), (u64, &str)> = BTreeMap::new();
+    let mut next_fact = 0;
     for c in &j.history.calls {
+        // The identity's work on a dangling dispatch before this call, under the grant it
+        // held then.
+        while let Some(f) = facts.get(next_fact).filter(|f| f.invoked_before <= c.id) {
+            next_fact += 1;
+            let (FactKind::Paid { run_id, op, dispatch, .. } | FactKind::Tool { run_id, op, dispatch, .. }) =
+                &f.kind
+            else {
+                continue;
+            };
+            let Some(&(epoch, owner)) =
+                holding.get(&(f.node, f.incarnation, f.owner.as_str(), run_id.as_str()))
+            else {
+                continue;
+            };
+            let grant = (run_id.as_str(), epoch, owner);
+            if !ended.contains(&(grant.0, epoch, owner, *dispatch)) {
+                let under_way = open.entry(grant).or_default();
+                under_way
+                    .entry(*dispatch)
+                    .or_insert(Underway::PickedUp { op: op.clone(), first_ns: f.at_ns });
+            }
+        }
+        if let Some(l) = c.lease.as_ref().or(c.granted.as_ref().filter(|_| c.outcome.is_ok())) {
+            holding.insert(
+                (c.node, c.incarnation, l.owner.as_str(), c.run_id.as_str()),
+                (l.epoch.0, l.owner.as_str()),
+            );
+        }
         if c.op != OpKind::Append || !runs.contains(c.run_id.as_str()) {
             continue;
         }
         let Some(l) = &c.lease else { continue };
         let Some(e) = entry_of(c) else { continue };
-        let grant = open.entry((c.run_id.as_str(), l.epoch.0, l.owner.as_str())).or_default();
+        let held = (c.run_id.as_str(), l.epoch.0, l.owner.as_str());
+        let grant = open.entry(held).or_default();
         if let Some(status) = settle_status(&e) {
-            let started = std::mem::take(grant);
+            let under_way = std::mem::take(grant);
             if !matches!(status, Status::Ok | Status::Cancelled) {
                 continue;
             }
-            for (seq, (kind, key, running)) in started {
+            for (seq, how) in under_way {
+                let what = match how {
+                    Underway::Started { kind, key, running } => format!(
+                        "its {kind} {key:?} dispatch (running entry at seq {seq}, applied t={})",
+                        t(Judged::applied_ns(running))
+                    ),
+                    Underway::PickedUp { op, first_ns } => format!(
+                        "the dangling dispatch of {op:?} it picked up (running entry at seq {seq}, from an earlier segment; its work on it from t={})",
+                        t(first_ns)
+                    ),
+                };
                 out.push(Witness {
                     witness: format!(
-                        "run {}: {} settled {} (run_settle at seq {}, t={}) with its {kind} {key:?} dispatch (running entry at seq {seq}, applied t={}) never given a terminal",
+                        "run {}: {} settled {} (run_settle at seq {}, t={}) with {what} never given a terminal",
                         c.run_id,
                         who(c),
                         status.word(),
                         e.seq,
                         t(c.invoked_ns),
-                        t(Judged::applied_ns(running)),
                     ),
                     op: Some(c.op.as_str()),
                     call: Some(c.id),
@@ -553,11 +603,19 @@ fn dispatches_end_before_the_settle(j: &Judged, out: &mut Vec<Witness>) {
         }
         if e.status == "running" {
             if c.applied.is_some() {
-                grant.insert(e.seq, (e.kind.clone(), e.key.clone(), c));
+                grant.insert(
+                    e.seq,
+                    Underway::Started { kind: e.kind.clone(), key: e.key.clone(), running: c },
+                );
             }
         } else if let Some(of) = e.ref_seq {
-            if grant.get(&of).is_some_and(|(kind, key, _)| *kind == e.kind && *key == e.key) {
+            let ends = match grant.get(&of) {
+                Some(Underway::Started { kind, key, .. }) => *kind == e.kind && *key == e.key,
+                Some(Underway::PickedUp { .. }) | None => true,
+            };
+            if ends {
                 grant.remove(&of);
+                ended.insert((held.0, held.1, held.2, of));
             }
         }
     }
@@ -1070,6 +1128,38 @@ mod tests {
         h.append(0, &e, "r", op_entry(12, "step", "op:2:three", "ok", Some(11)));
         h.append(0, &e, "r", settle(13, "ok"));
         assert_eq!(h.judge("dispatches_end_before_the_settle").len(), 2);
+    }
+
+    #[test]
+    fn a_cancel_over_a_picked_up_dispatch_it_went_on_with_must_drain_it() {
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "w", "r", 1);
+        h.append(0, &a, "r", op_entry(1, "agent", "op:0:a", "running", None));
+        // w died with the dispatch dangling. v picks it up, pays a turn, and is cancelled.
+        let b = h.acquire(1, "v", "r", 2);
+        h.pay(1, "v", "r", 1, 0);
+        h.append(1, &b, "r", op_entry(2, "agent", "op:0:a", "cancelled", Some(1)));
+        h.append(1, &b, "r", settle(3, "cancelled"));
+        assert!(h.judge("dispatches_end_before_the_settle").is_empty());
+        // A later dispatch of the same op, dangling again, picked up and cut without a drain.
+        let c = h.acquire(0, "w", "r", 3);
+        h.append(0, &c, "r", op_entry(4, "agent", "op:0:a", "running", None));
+        let d = h.acquire(1, "v", "r", 4);
+        h.pay(1, "v", "r", 4, 0);
+        h.append(1, &d, "r", settle(5, "cancelled"));
+        let v = h.judge("dispatches_end_before_the_settle");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(
+            v[0].witness.contains("dangling dispatch of \"a\" it picked up (running entry at seq 4"),
+            "{}",
+            v[0].witness
+        );
+        // A grant that picked the dispatch up but never went on with it owes nothing; nor
+        // does another identity's work under its own grant count against this one.
+        let e = h.acquire(0, "w", "r", 5);
+        h.pay(1, "v", "r", 4, 1);
+        h.append(0, &e, "r", settle(6, "cancelled"));
+        assert_eq!(h.judge("dispatches_end_before_the_settle").len(), 1);
     }
 
     #[test]
