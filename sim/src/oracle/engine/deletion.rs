@@ -424,6 +424,60 @@ fn deletion_record_precedes_blob_deletes(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const A_GENERATION_HAS_A_NAME_OF_ITS_OWN: Property = Property {
+    name: "a_generation_has_a_name_of_its_own",
+    expectation: Expectation::Always,
+    claim: "Where the engine writes deletion records, the first applied meta write of each generation of a run (its first ever, or its first after an applied delete of the run) carries a genesis, and one no earlier generation of the run carried: a deletion record names a generation by its genesis (the empty string for none), so a generation without a name of its own would be named by an earlier generation's record, refused as being deleted and deleted by a worker (docs/engine-model.md 5.3 and 6.1; a fresh start mints one, and so does a resume that recreates a run it found without meta).",
+    not_checked: "Runs no engine actor started; histories in which no deletion record was ever put (profiles without it, where a recreated run boots with no genesis as rulvar's does); later meta writes of a generation (recorded_fields_carried holds them to its first).",
+    check: a_generation_has_a_name_of_its_own,
+};
+
+fn a_generation_has_a_name_of_its_own(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    if !j.history.calls.iter().any(|c| is_deletion_record(c, &runs)) {
+        return;
+    }
+    // Per run: the geneses of its earlier generations, and whether the current one has
+    // written its first meta yet.
+    let mut earlier: BTreeMap<&str, Vec<Option<String>>> = BTreeMap::new();
+    let mut named: BTreeMap<&str, Option<String>> = BTreeMap::new();
+    for &c in j.applied.iter().filter(|c| runs.contains(c.run_id.as_str())) {
+        let run = c.run_id.as_str();
+        match c.op {
+            OpKind::Delete => {
+                if let Some(genesis) = named.remove(run) {
+                    earlier.entry(run).or_default().push(genesis);
+                }
+            }
+            OpKind::PutMeta if !named.contains_key(run) => {
+                let Some(m) = meta_of(c) else { continue };
+                let before = earlier.get(run).map_or(&[][..], Vec::as_slice);
+                let complaint = match &m.genesis {
+                    None => Some("carries no genesis".to_string()),
+                    Some(g) if before.contains(&m.genesis) => {
+                        Some(format!("carries genesis {g:?}, which an earlier generation of the run carried"))
+                    }
+                    Some(_) => None,
+                };
+                if let Some(complaint) = complaint {
+                    out.push(
+                        Witness::new(format!(
+                            "run {run}: {}'s meta write ({}) at t={}, the first of generation {} of the run, {complaint}",
+                            who(c),
+                            m.status,
+                            t(Judged::applied_ns(c)),
+                            before.len() + 1
+                        ))
+                        .on(c.op, c.id),
+                    );
+                }
+                named.insert(run, m.genesis);
+            }
+            _ => {}
+        }
+    }
+}
+
 pub const NO_BOOT_OF_A_RECORDED_GENERATION: Property = Property {
         name: "no_boot_of_a_recorded_generation",
         expectation: Expectation::Always,
@@ -492,6 +546,7 @@ fn no_boot_of_a_recorded_generation(j: &Judged, out: &mut Vec<Witness>) {
 #[cfg(test)]
 mod tests {
 
+    use serde_json::{json, Value};
     use store::RunStatus;
 
     use crate::history::FactKind;
@@ -851,5 +906,37 @@ mod tests {
         // The exemption is that narrow: the same put made under no lease is a leftover.
         let v = cascade(false).judge("deleted_run_leaves_no_blobs");
         assert!(v.len() == 1 && v[0].witness.contains("r/ckpt/5"), "{v:?}");
+    }
+
+    #[test]
+    fn a_generation_booted_without_a_genesis_of_its_own_is_caught() {
+        let genesis = |g: &str| json!({ "genesis": g });
+        let gen = |h: &mut HistoryBuilder, epoch: u64, more: Value| {
+            let l = h.acquire(0, "w", "r", epoch);
+            h.meta_with(0, Some(&l), "r", RunStatus::Running, 1, more.clone());
+            h.meta_with(0, Some(&l), "r", RunStatus::Ok, 1, more);
+            h.deletion_record(0, Some(&l), "r", b"g1");
+            h.delete(0, Some(&l), "r");
+        };
+        let mut h = HistoryBuilder::engine_run();
+        gen(&mut h, 1, genesis("g1"));
+        gen(&mut h, 2, genesis("g2"));
+        assert!(h.judge("a_generation_has_a_name_of_its_own").is_empty());
+        // A recreation with no genesis, then one that reuses the first generation's.
+        gen(&mut h, 3, json!({}));
+        gen(&mut h, 4, genesis("g1"));
+        let v = h.judge("a_generation_has_a_name_of_its_own");
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert!(
+            v[0].witness.contains("the first of generation 3 of the run, carries no genesis"),
+            "{}",
+            v[0].witness
+        );
+        assert!(v[1].witness.contains("genesis \"g1\", which an earlier generation"), "{}", v[1].witness);
+        // Where no deletion record was ever put there is nothing to judge.
+        let mut h = HistoryBuilder::engine_run();
+        let l = h.acquire(0, "w", "r", 1);
+        h.meta(0, Some(&l), "r", RunStatus::Running, 1);
+        assert!(h.judge("a_generation_has_a_name_of_its_own").is_empty());
     }
 }
