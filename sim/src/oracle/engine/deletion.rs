@@ -478,6 +478,50 @@ fn a_generation_has_a_name_of_its_own(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const A_DELETION_RECORD_OUTLIVES_ITS_GENERATION: Property = Property {
+    name: "a_deletion_record_outlives_its_generation",
+    expectation: Expectation::Always,
+    claim: "A run's deletion record (the bare ref `<run>`) is never deleted while the generation it names lives: no blob delete of it applies while the run's meta, in the serial history as of that delete, is a meta whose genesis the record holds (docs/engine-model.md 6.1: the record is what keeps a resume from booting a generation a cut cascade left, so it may go only once the journal delete has ended that generation, or a later generation has replaced it).",
+    not_checked: "Runs no engine actor started; deletes of the record after the run's delete or under another generation (harmless: no meta it names is left); deletes with no apply position.",
+    check: a_deletion_record_outlives_its_generation,
+};
+
+fn a_deletion_record_outlives_its_generation(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    let ix = j.index();
+    for &c in &j.applied {
+        let run = c.run_id.as_str();
+        if c.op != OpKind::BlobDelete || c.args.blob_ref.as_deref() != Some(run) || !runs.contains(run) {
+            continue;
+        }
+        let Some(at) = c.applied.as_ref().map(|a| a.order) else { continue };
+        let before = ix.recorded_before(run, at);
+        let Some(record) = before.iter().rev().find(|d| is_deletion_record_put(d)) else { continue };
+        let meta = before.iter().rev().find_map(|d| match d.op {
+            OpKind::Delete => Some(None),
+            OpKind::PutMeta => meta_of(d).map(Some),
+            _ => None,
+        });
+        let Some(meta) = meta.flatten() else { continue };
+        if !record_names(record, meta.genesis.as_deref()) {
+            continue;
+        }
+        out.push(
+            Witness::new(format!(
+                "run {run}: {} deleted the run's deletion record at t={} while the generation it names ({}, put by {} at t={}) still had its meta ({}, segments {:?})",
+                who(c),
+                t(Judged::applied_ns(c)),
+                meta.genesis.as_deref().map_or("no genesis".to_string(), |g| format!("genesis {g:?}")),
+                who(record),
+                t(Judged::applied_ns(record)),
+                meta.status,
+                meta.segments,
+            ))
+            .on(c.op, c.id),
+        );
+    }
+}
+
 pub const NO_BOOT_OF_A_RECORDED_GENERATION: Property = Property {
         name: "no_boot_of_a_recorded_generation",
         expectation: Expectation::Always,
@@ -938,5 +982,32 @@ mod tests {
         let l = h.acquire(0, "w", "r", 1);
         h.meta(0, Some(&l), "r", RunStatus::Running, 1);
         assert!(h.judge("a_generation_has_a_name_of_its_own").is_empty());
+    }
+
+    #[test]
+    fn a_deletion_record_deleted_under_its_living_generation_is_caught() {
+        let p = "a_deletion_record_outlives_its_generation";
+        let mut h = HistoryBuilder::engine_run();
+        let l = h.acquire(0, "w", "r", 1);
+        h.meta_with(0, Some(&l), "r", RunStatus::Ok, 1, json!({ "genesis": "g1" }));
+        h.deletion_record(0, Some(&l), "r", b"g1");
+        h.blob_delete(0, Some(&l), "r", "r/ckpt/1");
+        assert!(h.judge(p).is_empty());
+        // The cascade clears its record before its journal delete: the generation lives on.
+        h.blob_delete(0, Some(&l), "r", "r");
+        let v = h.judge(p);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("generation it names (genesis \"g1\""), "{}", v[0].witness);
+        // After the run's delete, or under a generation the record does not name, it may go.
+        let mut h = HistoryBuilder::engine_run();
+        let l = h.acquire(0, "w", "r", 1);
+        h.meta_with(0, Some(&l), "r", RunStatus::Ok, 1, json!({ "genesis": "g1" }));
+        h.deletion_record(0, Some(&l), "r", b"g1");
+        h.delete(0, Some(&l), "r");
+        let m = h.acquire(0, "w", "r", 2);
+        h.blob_delete(0, Some(&m), "r", "r");
+        h.meta_with(0, Some(&m), "r", RunStatus::Running, 1, json!({ "genesis": "g2" }));
+        h.blob_delete(0, Some(&m), "r", "r");
+        assert!(h.judge(p).is_empty());
     }
 }
