@@ -169,12 +169,18 @@ const ANSWER_RUNNING_QUEUE: u32 = 10;
 /// run that has ended is refused (measured over seeds 0..1000: 109 per mille).
 const ANSWER_ENDED_QUEUE: u32 = 40;
 
+/// Share (per mille) of queue and queue-solo seeds in which an operator's prune deletes two
+/// or more spent checkpoints of one run (a `survey` run; measured over seeds 0..1000: 258 and
+/// 342 per mille).
+const PRUNE_TWO_QUEUE: u32 = 150;
+const PRUNE_TWO_SOLO: u32 = 200;
+
 pub static QUEUE: EngineScenario = EngineScenario {
     name: "queue",
     describe: "queue workers, hosts and operators over many runs (both workflow kinds, suspensions, retention, retries, host deletes, pruning, audit repair, worker stops) with swarm faults, then a heal",
     nodes: (2, 4),
     runs: (3, 7),
-    workflows: &["happy", "limit", "approval", "pipeline", "two-approvals"],
+    workflows: &["happy", "limit", "approval", "pipeline", "two-approvals", "survey"],
     tmp_per_mille: 300,
     retry_per_mille: 150,
     focus: Focus::Everywhere,
@@ -225,6 +231,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
         required("census_listed_a_run_with_no_entry", EMPTY_CENSUS_QUEUE),
         required("answer_to_a_running_run_landed", ANSWER_RUNNING_QUEUE),
         required("answer_to_an_ended_run_refused", ANSWER_ENDED_QUEUE),
+        required("prune_deleted_two_checkpoints", PRUNE_TWO_QUEUE),
     ],
 };
 
@@ -295,6 +302,7 @@ pub static QUEUE_SOLO: EngineScenario = EngineScenario {
         required("second_start_of_a_live_run_refused", DOUBLE_CLICK_SOLO),
         required("answer_to_a_running_run_landed", ANSWER_RUNNING_SOLO),
         required("answer_to_an_ended_run_refused", ANSWER_ENDED_SOLO),
+        required("prune_deleted_two_checkpoints", PRUNE_TWO_SOLO),
     ],
     ..QUEUE
 };

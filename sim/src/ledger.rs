@@ -72,9 +72,14 @@ pub fn expected_value(wf: &Workflow) -> Value {
 /// The workflows the engine scenarios use, by name (a worker's registry).
 pub fn catalog_workflows() -> BTreeMap<String, Workflow> {
     let mut m = BTreeMap::new();
-    for wf in
-        [Workflow::happy(), Workflow::limit(), Workflow::approval("sign-off"), pipeline(), two_approvals()]
-    {
+    for wf in [
+        Workflow::happy(),
+        Workflow::limit(),
+        Workflow::approval("sign-off"),
+        pipeline(),
+        two_approvals(),
+        survey(),
+    ] {
         m.insert(wf.name.clone(), wf);
     }
     m
@@ -88,6 +93,22 @@ pub fn pipeline() -> Workflow {
             Op::Step { name: "fetch".into() },
             Op::Agent { name: "research".into(), tool_turns: 4, max_turns: 7, max_tool_calls: 6 },
             Op::Step { name: "publish".into() },
+        ],
+    }
+}
+
+/// A step, then two tool-using agents, both ending `ok` with a checkpoint: a run whose prune
+/// has two spent checkpoints to delete. `scan` runs seventeen paid turns (sixteen with a
+/// tool), so in a run that completes in one segment its running entry is seq 2 and `sift`'s
+/// is seq 21: one checkpoint ref (`<run>/ckpt/2`) is a prefix of the other (`<run>/ckpt/21`),
+/// and only an exact reading of a mention tells them apart.
+pub fn survey() -> Workflow {
+    Workflow {
+        name: "survey".into(),
+        ops: vec![
+            Op::Step { name: "gather".into() },
+            Op::Agent { name: "scan".into(), tool_turns: 16, max_turns: 18, max_tool_calls: 17 },
+            Op::Agent { name: "sift".into(), tool_turns: 2, max_turns: 4, max_tool_calls: 3 },
         ],
     }
 }
@@ -130,6 +151,10 @@ mod tests {
         assert_eq!(
             expected_value(&two_approvals()),
             json!({"draft": "draft:0", "legal": {"approved": "legal"}, "revise": "limit", "final": {"approved": "final"}, "publish": "publish:0"})
+        );
+        assert_eq!(
+            expected_value(&survey()),
+            json!({"gather": "tool:gather:0", "scan": "scan:16", "sift": "sift:2"})
         );
     }
 }

@@ -377,7 +377,7 @@ fn prune_only_spent_checkpoints(j: &Judged, out: &mut Vec<Witness>) {
 /// its `engine.prune.before_delete` mark), the journal load and blob listing it made under
 /// that lease before the mark, and the blob deletes it made on the run under that lease after
 /// the mark, up to the release that ended it (or to the end of the history: a crash).
-struct Prune<'h> {
+pub(super) struct Prune<'h> {
     node: u32,
     incarnation: u32,
     /// Calls invoked before the mark.
@@ -388,12 +388,12 @@ struct Prune<'h> {
     load: Option<&'h Call>,
     list: Option<&'h Call>,
     release: Option<&'h Call>,
-    deletes: Vec<&'h Call>,
+    pub(super) deletes: Vec<&'h Call>,
 }
 
 /// Every prune of the history, in mark order (marks without a lease or a grant before them
 /// are skipped: nothing ties their calls to the prune).
-fn prunes<'h>(j: &Judged<'h>) -> Vec<Prune<'h>> {
+pub(super) fn prunes<'h>(j: &Judged<'h>) -> Vec<Prune<'h>> {
     let ix = j.index();
     let mut out = Vec::new();
     for m in j.history.marks.iter().filter(|m| m.point == "engine.prune.before_delete") {

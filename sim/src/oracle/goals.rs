@@ -65,6 +65,11 @@ pub const GOALS: &[Goal] = &[
         check: malformed_input_refused,
     },
     Goal {
+        name: "prune_deleted_two_checkpoints",
+        claim: "An operator's prune deleted two or more spent checkpoints of one run under its brief lease: prune_deletes_every_spent_checkpoint, prune_deletes_only_listed_blobs and a_prune_counts_what_it_deleted judged a prune with more than one candidate.",
+        check: prune_deleted_two_checkpoints,
+    },
+    Goal {
         name: "ttl_outside_the_domain_refused",
         claim: "A store constructed with a lease ttl outside L6's domain (1 to 2147483647 ms) was refused as a configuration error.",
         check: ttl_outside_the_domain_refused,
@@ -233,6 +238,12 @@ fn malformed_input_refused(j: &Judged) -> bool {
         matches!(&c.outcome, Outcome::Err { code, .. } if code == "invalid_input")
             && super::contract::malformed_input(c.op, &c.run_id, &c.args).is_some()
     })
+}
+
+fn prune_deleted_two_checkpoints(j: &Judged) -> bool {
+    super::eligibility::prunes(j)
+        .iter()
+        .any(|p| p.deletes.iter().filter(|c| c.applied.is_some()).count() >= 2)
 }
 
 fn ttl_outside_the_domain_refused(j: &Judged) -> bool {
