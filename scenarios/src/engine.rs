@@ -730,9 +730,12 @@ impl Scenario for EngineScenario {
     fn shared(&self, plan: &Plan) -> Rc<dyn Any> {
         let registry = catalog_workflows();
         let mut r = rng(plan.seed, "workload", 0);
+        // A plan of workload revision 0 draws from the workflows of its time.
+        let workflows: Vec<&str> =
+            self.workflows.iter().copied().filter(|w| plan.swarm.workload >= 1 || *w != "survey").collect();
         let runs = (0..plan.knobs.size)
             .map(|i| {
-                let name = self.workflows[r.between(0, self.workflows.len() as u64 - 1) as usize];
+                let name = workflows[r.between(0, workflows.len() as u64 - 1) as usize];
                 let tmp = r.chance(self.tmp_per_mille);
                 let options = if self.labels {
                     let host = format!("host-{}", i % plan.knobs.nodes.max(1));

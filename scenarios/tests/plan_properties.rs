@@ -79,21 +79,24 @@ fn any_plan() -> impl Strategy<Value = Plan> {
     let swarm = (
         prop::collection::vec(point_name(), 0..4),
         (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()),
-        (any::<bool>(), any::<u32>(), any::<bool>()),
+        (any::<bool>(), any::<u32>(), any::<bool>(), any::<u32>()),
     )
-        .prop_map(|(active_points, (a, b, c, d, e, f, g), (default_workers, h, user_actors))| Swarm {
-            active_points,
-            fire_per_mille: a,
-            stall_per_mille: b,
-            stall_past_ttl_per_mille: c,
-            crash_per_mille: d,
-            expiry_stall_per_mille: e,
-            pause_per_mille: f,
-            contend_per_mille: h,
-            interrupt_per_mille: g,
-            default_workers,
-            user_actors,
-        });
+        .prop_map(
+            |(active_points, (a, b, c, d, e, f, g), (default_workers, h, user_actors, workload))| Swarm {
+                active_points,
+                fire_per_mille: a,
+                stall_per_mille: b,
+                stall_past_ttl_per_mille: c,
+                crash_per_mille: d,
+                expiry_stall_per_mille: e,
+                pause_per_mille: f,
+                contend_per_mille: h,
+                interrupt_per_mille: g,
+                default_workers,
+                user_actors,
+                workload,
+            },
+        );
     let decisions = prop::collection::vec(
         (any::<u32>(), point_name(), any::<u32>(), action())
             .prop_map(|(node, point, occurrence, action)| Decision { node, point, occurrence, action }),

@@ -244,7 +244,16 @@ pub struct Swarm {
     /// process's call lock, so they move its schedule).
     #[serde(default, skip_serializing_if = "is_false")]
     pub user_actors: bool,
+    /// The revision of the scenarios' workloads the plan was derived under. Every derived
+    /// plan carries [`WORKLOAD`]; a plan saved before revisions existed reads 0 and runs the
+    /// workload of its time, so a stored finding replays as it did. Revision 1: `queue`'s
+    /// and `queue-solo`'s hosts also start `survey` runs.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub workload: u32,
 }
+
+/// The workload revision derived plans carry (see [`Swarm::workload`]).
+pub const WORKLOAD: u32 = 1;
 
 /// The share of drawn worker stops that derived plans deliver as interrupts, per mille.
 pub const INTERRUPT_PER_MILLE: u32 = 400;
@@ -272,6 +281,7 @@ impl Swarm {
             interrupt_per_mille: 0,
             default_workers: false,
             user_actors: false,
+            workload: WORKLOAD,
         }
     }
 }
@@ -607,6 +617,7 @@ impl Plan {
                 interrupt_per_mille: INTERRUPT_PER_MILLE,
                 default_workers: true,
                 user_actors: true,
+                workload: WORKLOAD,
             },
             decisions: Vec::new(),
             recipe: Some(Recipe {
