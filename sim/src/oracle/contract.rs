@@ -86,6 +86,11 @@ pub const SEQ_LIMIT: u64 = SAFE_INTEGER_MAX;
 /// or a configuration error before the database opens).
 pub const TTL_MS_DOMAIN: std::ops::RangeInclusive<i64> = 1..=2_147_483_647;
 
+/// Whether a call is a store construction given a lease ttl outside [`TTL_MS_DOMAIN`].
+pub fn boot_outside_the_ttl_domain(c: &Call) -> bool {
+    c.op == OpKind::Boot && c.args.ttl_ms.is_some_and(|ttl| !TTL_MS_DOMAIN.contains(&ttl))
+}
+
 /// A run id (and each blob-ref segment) is one safe path segment: `[A-Za-z0-9._-]+`, not
 /// `.` or `..` (docs/store-contract.md 1.5, T5).
 pub fn safe_segment(s: &str) -> bool {

@@ -248,8 +248,7 @@ fn prune_deleted_two_checkpoints(j: &Judged) -> bool {
 
 fn ttl_outside_the_domain_refused(j: &Judged) -> bool {
     j.history.calls.iter().any(|c| {
-        c.op == OpKind::Boot
-            && c.args.ttl_ms.is_some_and(|ttl| !super::contract::TTL_MS_DOMAIN.contains(&ttl))
+        super::contract::boot_outside_the_ttl_domain(c)
             && matches!(&c.outcome, Outcome::Err { code, .. } if code == "config")
     })
 }

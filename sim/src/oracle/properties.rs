@@ -7,7 +7,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::contract::{
-    filter_excludes_strictly, filter_matches, malformed_input, EntryView, MetaView, TTL_MS_DOMAIN,
+    boot_outside_the_ttl_domain, filter_excludes_strictly, filter_matches, malformed_input, EntryView,
+    MetaView, TTL_MS_DOMAIN,
 };
 use super::model::{rejected, staleness, t, walk_grants, who, GrantWalk, Judged};
 use super::{Expectation, Property, Witness};
@@ -473,7 +474,7 @@ const BOOT_BUSY_DEADLINE_NS: u64 = 5_000 * 1_000_000;
 
 fn every_boot_succeeds(j: &Judged, out: &mut Vec<Witness>) {
     for c in j.history.calls.iter().filter(|c| c.op == OpKind::Boot && rejected(c)) {
-        if c.args.ttl_ms.is_some_and(|ttl| !TTL_MS_DOMAIN.contains(&ttl)) {
+        if boot_outside_the_ttl_domain(c) {
             continue;
         }
         let took = c.returned_ns.map(|r| r.saturating_sub(c.invoked_ns));

@@ -193,13 +193,8 @@ fn an_answer_to_an_ended_run_is_refused(j: &Judged, out: &mut Vec<Witness>) {
             if ix.recorded_between(run_id, from, to).iter().any(|d| d.lease.as_ref() != Some(lease)) {
                 continue;
             }
-            // The meta the append landed on: the last meta write (or delete: no meta) before it.
-            let landed_on = ix.recorded_before(run_id, to).iter().rev().find_map(|d| match d.op {
-                OpKind::Delete => Some(None),
-                OpKind::PutMeta => meta_of(d).map(|m| Some(m.status)),
-                _ => None,
-            });
-            let Some(ended) = landed_on.flatten() else { continue };
+            // The meta the append landed on.
+            let Some(ended) = meta_before(j, run_id, to).map(|m| m.status) else { continue };
             if !ended.is_terminal() {
                 continue;
             }

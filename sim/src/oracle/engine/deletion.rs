@@ -346,6 +346,13 @@ fn is_deletion_record(c: &Call, runs: &std::collections::BTreeSet<&str>) -> bool
     is_deletion_record_put(c) && runs.contains(c.run_id.as_str())
 }
 
+/// Whether the engine writes deletion records at all in this history (an engine run's bare
+/// ref was put): a profile without the record leaves the properties that rest on it nothing
+/// to judge.
+fn writes_deletion_records(j: &Judged, runs: &std::collections::BTreeSet<&str>) -> bool {
+    j.history.calls.iter().any(|c| is_deletion_record(c, runs))
+}
+
 pub const DELETION_RECORD_PRECEDES_BLOB_DELETES: Property = Property {
         name: "deletion_record_precedes_blob_deletes",
         expectation: Expectation::Always,
@@ -356,9 +363,7 @@ pub const DELETION_RECORD_PRECEDES_BLOB_DELETES: Property = Property {
 
 fn deletion_record_precedes_blob_deletes(j: &Judged, out: &mut Vec<Witness>) {
     let runs = engine_runs(j);
-    // Judged only where the engine writes deletion records at all (an engine run's bare ref
-    // was put): a profile without the record has nothing to judge.
-    if !j.history.calls.iter().any(|c| is_deletion_record(c, &runs)) {
+    if !writes_deletion_records(j, &runs) {
         return;
     }
     let calls = &j.history.calls;
@@ -434,7 +439,7 @@ pub const A_GENERATION_HAS_A_NAME_OF_ITS_OWN: Property = Property {
 
 fn a_generation_has_a_name_of_its_own(j: &Judged, out: &mut Vec<Witness>) {
     let runs = engine_runs(j);
-    if !j.history.calls.iter().any(|c| is_deletion_record(c, &runs)) {
+    if !writes_deletion_records(j, &runs) {
         return;
     }
     // Per run: the geneses of its earlier generations, and whether the current one has
@@ -497,12 +502,7 @@ fn a_deletion_record_outlives_its_generation(j: &Judged, out: &mut Vec<Witness>)
         let Some(at) = c.applied.as_ref().map(|a| a.order) else { continue };
         let before = ix.recorded_before(run, at);
         let Some(record) = before.iter().rev().find(|d| is_deletion_record_put(d)) else { continue };
-        let meta = before.iter().rev().find_map(|d| match d.op {
-            OpKind::Delete => Some(None),
-            OpKind::PutMeta => meta_of(d).map(Some),
-            _ => None,
-        });
-        let Some(meta) = meta.flatten() else { continue };
+        let Some(meta) = meta_before(j, run, at) else { continue };
         if !record_names(record, meta.genesis.as_deref()) {
             continue;
         }

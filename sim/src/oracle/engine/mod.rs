@@ -244,6 +244,22 @@ pub(super) fn meta_of(c: &Call) -> Option<MetaView> {
     c.args.payload.as_deref().and_then(MetaView::parse)
 }
 
+/// The meta a mutation of `run` at apply position `at` landed on, in the serial history: the
+/// last recorded meta write before it that the oracle can read; `None` when the run had none,
+/// or a delete came after it.
+pub(super) fn meta_before(j: &Judged, run: &str, at: usize) -> Option<MetaView> {
+    j.index()
+        .recorded_before(run, at)
+        .iter()
+        .rev()
+        .find_map(|d| match d.op {
+            OpKind::Delete => Some(None),
+            OpKind::PutMeta => meta_of(d).map(Some),
+            _ => None,
+        })
+        .flatten()
+}
+
 pub(super) fn entry_of(c: &Call) -> Option<EntryView> {
     c.args.payload.as_deref().and_then(EntryView::parse)
 }
