@@ -247,13 +247,14 @@ pub struct Swarm {
     /// The revision of the scenarios' workloads the plan was derived under. Every derived
     /// plan carries [`WORKLOAD`]; a plan saved before revisions existed reads 0 and runs the
     /// workload of its time, so a stored finding replays as it did. Revision 1: `queue`'s
-    /// and `queue-solo`'s hosts also start `survey` runs.
+    /// and `queue-solo`'s hosts also start `survey` runs. Revision 2: their hosts' retries
+    /// now and then pick from the runs listed as failed (`EngineScenario::retry_failed`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub workload: u32,
 }
 
 /// The workload revision derived plans carry (see [`Swarm::workload`]).
-pub const WORKLOAD: u32 = 1;
+pub const WORKLOAD: u32 = 2;
 
 /// The share of drawn worker stops that derived plans deliver as interrupts, per mille.
 pub const INTERRUPT_PER_MILLE: u32 = 400;

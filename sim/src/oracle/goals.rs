@@ -150,6 +150,11 @@ pub const GOALS: &[Goal] = &[
         check: cut_cascade_then_retried,
     },
     Goal {
+        name: "ended_run_settled_again_otherwise",
+        claim: "A run whose last journal entry was a run_settle of one terminal status (ok, error, cancelled, exhausted) had a run_settle of another status appended directly after it (a retry that replayed every op and ended another way: the settle's write-on-change rule had a changed status over an unchanged journal to decide, which terminal_meta_matches_the_last_settle judges).",
+        check: ended_run_settled_again_otherwise,
+    },
+    Goal {
         name: "census_listed_a_run_with_no_entry",
         claim: "A whole-catalog census listed a run whose journal, by the serial history at the listing, held no entry (a run booted before its first append, or whose first dispatch died): audits_follow_the_decision_table had such a run to see reported.",
         check: census_listed_a_run_with_no_entry,
@@ -251,6 +256,31 @@ fn ttl_outside_the_domain_refused(j: &Judged) -> bool {
         super::contract::boot_outside_the_ttl_domain(c)
             && matches!(&c.outcome, Outcome::Err { code, .. } if code == "config")
     })
+}
+
+fn ended_run_settled_again_otherwise(j: &Judged) -> bool {
+    // Per run: the status of its journal's last entry when that entry is a run_settle
+    // (`None` when the last entry is anything else, or the journal was deleted).
+    let mut tail: BTreeMap<&str, Option<Status>> = BTreeMap::new();
+    for c in &j.applied {
+        match c.op {
+            OpKind::Append => {
+                let settled = c.args.payload.as_deref().and_then(EntryView::parse);
+                let settled = settled.as_ref().and_then(super::contract::settle_status);
+                let before = tail.insert(c.run_id.as_str(), settled).flatten();
+                if let (Some(was), Some(now)) = (before, settled) {
+                    if was.is_terminal() && now != was {
+                        return true;
+                    }
+                }
+            }
+            OpKind::Delete => {
+                tail.remove(c.run_id.as_str());
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 fn crash_after_commit(j: &Judged) -> bool {
@@ -527,6 +557,35 @@ mod tests {
         h.append(0, &a, "r", running(0));
         census(&mut h, "op", &["r"]);
         assert!(!met(&h, goal), "the run had an entry when it was listed");
+    }
+
+    #[test]
+    fn an_ended_run_is_met_only_when_settled_again_otherwise_over_nothing_new() {
+        let goal = "ended_run_settled_again_otherwise";
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", running(0));
+        h.append(0, &a, "r", settle(1, "cancelled"));
+        let b = h.acquire(1, "b", "r", 2);
+        h.append(1, &b, "r", settle(2, "cancelled"));
+        assert!(!met(&h, goal), "the same status again");
+        h.append(1, &b, "r", running(3));
+        h.append(1, &b, "r", settle(4, "ok"));
+        assert!(!met(&h, goal), "an entry came between the two settles");
+        h.append(1, &b, "r", settle(5, "suspended"));
+        assert!(met(&h, goal), "from ok to suspended over nothing new");
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "a", "r", 1);
+        h.append(0, &a, "r", settle(0, "suspended"));
+        h.append(0, &a, "r", settle(1, "ok"));
+        assert!(!met(&h, goal), "the earlier settle was not terminal");
+        h.delete(0, Some(&a), "r");
+        h.append(0, &a, "r", settle(0, "error"));
+        assert!(!met(&h, goal), "the journal was deleted between the two settles");
+        h.append(0, &a, "r", settle(1, "error"));
+        assert!(!met(&h, goal));
+        h.append(0, &a, "r", settle(2, "ok"));
+        assert!(met(&h, goal));
     }
 
     #[test]
