@@ -59,6 +59,13 @@ pub const ALL: &[Property] = &[
         check: epochs_granted_once_and_increasing,
     },
     Property {
+        name: "epochs_step_by_one",
+        expectation: Expectation::Always,
+        claim: "Every grant of a run id carries exactly one above the highest epoch granted to that id before it (1 for its first), across release, expiry, delete and recreate (L2: the previous high-water mark plus 1).",
+        not_checked: "A grant at or below that mark (epochs_granted_once_and_increasing judges it); the first grant on record after an acquire of the run that applied with no epoch on record, whose mark is then unknown.",
+        check: epochs_step_by_one,
+    },
+    Property {
         name: "lease_exclusive",
         expectation: Expectation::Always,
         claim: "No acquire succeeds while another grant of the run is live by the acquiring store's clock and neither released nor deleted by its holder.",
@@ -386,6 +393,49 @@ fn epochs_granted_once_and_increasing(j: &Judged, out: &mut Vec<Witness>) {
             }
         }
         high.insert(c.run_id.as_str(), (e, c));
+    }
+}
+
+fn epochs_step_by_one(j: &Judged, out: &mut Vec<Witness>) {
+    // Per run: the high-water mark of its grants so far and the grant that set it; `None`
+    // while the mark is unknown (an applied acquire of the run left no epoch on record: the
+    // next grant on record is then taken as the mark, unjudged).
+    let mut high: BTreeMap<&str, Option<(u64, &Call)>> = BTreeMap::new();
+    for c in j.applied.iter().filter(|c| c.op == OpKind::Acquire) {
+        let run = c.run_id.as_str();
+        let Some(e) = Judged::granted_epoch(c) else {
+            high.insert(run, None);
+            continue;
+        };
+        let (expected, before) = match high.get(run) {
+            Some(None) => {
+                high.insert(run, Some((e, c)));
+                continue;
+            }
+            Some(Some((h, hc))) => (
+                h + 1,
+                format!(
+                    "the highest epoch granted to it before was {h} ({} at t={})",
+                    who(hc),
+                    t(Judged::applied_ns(hc))
+                ),
+            ),
+            None => (1, "it had never been granted one".to_string()),
+        };
+        if e > expected {
+            out.push(Witness {
+                op: Some(c.op.as_str()),
+                call: Some(c.id),
+                witness: format!(
+                    "run {run}: {} was granted epoch {e} at t={}, but {before}: the grant should carry {expected}",
+                    who(c),
+                    t(Judged::applied_ns(c)),
+                ),
+            });
+        }
+        if e >= expected {
+            high.insert(run, Some((e, c)));
+        }
     }
 }
 
@@ -1154,6 +1204,36 @@ mod tests {
         for op in [OpKind::Append, OpKind::PutMeta, OpKind::Acquire] {
             assert!(judge(&busy(op, StoreClock::NotRead), None, "reads_never_busy").is_empty(), "{op:?}");
         }
+    }
+
+    #[test]
+    fn an_epoch_that_skips_the_high_water_mark_is_caught() {
+        use crate::oracle::testkit::engine::HistoryBuilder;
+        let steps = |epochs: &[(&str, u64)]| {
+            let mut h = HistoryBuilder::engine_run();
+            for (i, (run, e)) in epochs.iter().enumerate() {
+                h.acquire(0, &format!("w{i}"), run, *e);
+            }
+            judge_over(&h.h, &h.fin, None, "epochs_step_by_one")
+        };
+        assert!(steps(&[("r", 1), ("s", 1), ("r", 2), ("r", 3), ("s", 2)]).is_empty());
+        let v = steps(&[("r", 1), ("r", 2), ("s", 3)]);
+        assert_eq!(v.len(), 1, "a first grant above 1: {v:?}");
+        assert!(v[0].witness.contains("never been granted one"), "{}", v[0].witness);
+        let v = steps(&[("r", 1), ("r", 3), ("r", 4)]);
+        assert_eq!(v.len(), 1, "a skipped epoch, then steps of one from the new mark: {v:?}");
+        assert!(v[0].witness.contains("should carry 2"), "{}", v[0].witness);
+        // A grant at or below the mark is the other property's; the mark stays.
+        assert!(steps(&[("r", 1), ("r", 2), ("r", 1), ("r", 3)]).is_empty());
+        // An applied acquire with no epoch on record: the next grant is taken as the mark.
+        let mut h = HistoryBuilder::engine_run();
+        h.acquire(0, "a", "r", 1);
+        h.push(0, OpKind::Acquire, "r", None, Args { owner: Some("b".into()), ..Args::default() }, None);
+        h.acquire(0, "c", "r", 3);
+        h.acquire(0, "d", "r", 4);
+        assert!(judge_over(&h.h, &h.fin, None, "epochs_step_by_one").is_empty());
+        h.acquire(0, "e", "r", 6);
+        assert_eq!(judge_over(&h.h, &h.fin, None, "epochs_step_by_one").len(), 1);
     }
 
     /// Run `r` granted to `a` (epoch 1, expiring at 400 ms by the store's clock) at apply
