@@ -155,6 +155,11 @@ pub const GOALS: &[Goal] = &[
         check: ended_run_settled_again_otherwise,
     },
     Goal {
+        name: "repair_found_nothing_to_write",
+        claim: "An operator's repair was granted its brief lease on a run the audit had called meta-behind or stranded, and wrote no meta under it (the run was settled or repaired between the audit's reads and the acquire): the repair's path that gives back a lease it wrote nothing under, which a_taken_lease_is_given_back judges.",
+        check: repair_found_nothing_to_write,
+    },
+    Goal {
         name: "census_listed_a_run_with_no_entry",
         claim: "A whole-catalog census listed a run whose journal, by the serial history at the listing, held no entry (a run booted before its first append, or whose first dispatch died): audits_follow_the_decision_table had such a run to see reported.",
         check: census_listed_a_run_with_no_entry,
@@ -281,6 +286,19 @@ fn ended_run_settled_again_otherwise(j: &Judged) -> bool {
         }
     }
     false
+}
+
+fn repair_found_nothing_to_write(j: &Judged) -> bool {
+    let ix = j.index();
+    j.applied.iter().filter(|c| c.op == OpKind::Acquire).any(|g| {
+        let Some(l) = g.granted.as_ref() else { return false };
+        ix.marked("engine.repair.after_acquire", g.node, g.incarnation, &g.run_id, Some(l.epoch.0))
+            && ix
+                .under_lease(&l.run_id, l.epoch.0)
+                .iter()
+                .any(|c| c.op == OpKind::Release && c.outcome.is_ok())
+            && !ix.under_lease(&l.run_id, l.epoch.0).iter().any(|c| c.op == OpKind::PutMeta)
+    })
 }
 
 fn crash_after_commit(j: &Judged) -> bool {

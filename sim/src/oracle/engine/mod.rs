@@ -96,6 +96,7 @@ pub const ALL: &[Property] = &[
     workers::A_SWEEP_TRIES_EVERY_CANDIDATE,
     workers::A_PARKED_RUN_STAYS_PARKED,
     workers::A_TAKEN_LEASE_IS_GIVEN_BACK,
+    workers::A_BRIEF_LEASE_IS_GIVEN_BACK_FIRST,
 ];
 
 /// The runs an engine actor started (a `Submitted` fact): the engine properties judge only

@@ -23,7 +23,10 @@
 //!   resolution) releases in a `finally`, so a process that goes on living never leaves a
 //!   grant to lapse unreleased. Judged from the grants, the calls that carry them, and the
 //!   injected faults. A fault excuses every grant of the node it hit (sound, coarser than
-//!   per grant: a leak on a node that also met an unrelated fault is not seen).
+//!   per grant: a leak on a node that also met an unrelated fault is not seen). An operator's
+//!   brief lease (an audit repair's, an offline answer's) is given back before its identity
+//!   moves on to another run, faults or not: judged from the grant's engine mark, the
+//!   identity's calls in its process, and its release.
 
 use super::super::contract::Status;
 use super::super::model::{t, who, Judged};
@@ -368,6 +371,54 @@ fn a_taken_lease_is_given_back(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const A_BRIEF_LEASE_IS_GIVEN_BACK_FIRST: Property = Property {
+    name: "a_brief_lease_is_given_back_first",
+    expectation: Expectation::Always,
+    claim: "An operator's brief lease (the grant an audit repair or an offline answer takes, named by its `engine.repair.after_acquire` or `engine.resolve.after_acquire` mark) is given back before its identity moves on: the identity's release of that grant is invoked before its process makes any call of that identity on another run, whether the repair wrote, found nothing to write, or failed (rulvar releases in a `finally`; docs/engine-model.md 5.5, 7.2).",
+    not_checked: "Brief leases of the worker's retention and of the scenario's own operators (prune, host deletes): their release is not the engine's; an identity that made no further call on another run in that process (a crash, or the end of the run), which a_taken_lease_is_given_back judges at the lapse.",
+    check: a_brief_lease_is_given_back_first,
+};
+
+/// The engine points that mark an operator's brief lease just granted.
+const BRIEF_LEASE_MARKS: [&str; 2] = ["engine.repair.after_acquire", "engine.resolve.after_acquire"];
+
+fn a_brief_lease_is_given_back_first(j: &Judged, out: &mut Vec<Witness>) {
+    let ix = j.index();
+    for &g in j.applied.iter().filter(|c| c.op == OpKind::Acquire && c.outcome.is_ok()) {
+        let (Some(lease), Some(actor)) = (&g.granted, g.args.actor.as_deref()) else { continue };
+        let Some(point) = BRIEF_LEASE_MARKS
+            .into_iter()
+            .find(|p| ix.marked(p, g.node, g.incarnation, &g.run_id, Some(lease.epoch.0)))
+        else {
+            continue;
+        };
+        let process = ix.of_process(g.node, g.incarnation);
+        let mine = |c: &&&Call| c.id > g.id && c.args.actor.as_deref() == Some(actor);
+        let Some(next) = process.iter().filter(mine).find(|c| c.run_id != g.run_id) else { continue };
+        let released = process
+            .iter()
+            .filter(mine)
+            .any(|c| c.id < next.id && c.op == OpKind::Release && c.lease.as_ref() == Some(lease));
+        if released {
+            continue;
+        }
+        out.push(Witness {
+            witness: format!(
+                "run {}: {} was granted epoch {} at t={} (its {point} mark) and made its {} of run {} at t={} without having released it",
+                g.run_id,
+                who(g),
+                lease.epoch.0,
+                t(g.invoked_ns),
+                next.op.as_str(),
+                if next.run_id.is_empty() { "(none)" } else { next.run_id.as_str() },
+                t(next.invoked_ns),
+            ),
+            op: Some(g.op.as_str()),
+            call: Some(g.id),
+        });
+    }
+}
+
 pub const A_PARKED_RUN_STAYS_PARKED: Property = Property {
         name: "a_parked_run_stays_parked",
         expectation: Expectation::Always,
@@ -482,6 +533,45 @@ fn a_parked_run_stays_parked(j: &Judged, out: &mut Vec<Witness>) {
 mod tests {
     use crate::history::{Args, FactKind, FaultKind, FaultRec, OpKind};
     use crate::oracle::testkit::engine::*;
+
+    #[test]
+    fn a_brief_lease_kept_past_its_holders_next_run_is_caught() {
+        use store::RunStatus;
+        let by = |h: &mut HistoryBuilder, actor: &str| {
+            h.h.calls.last_mut().expect("a call").args.actor = Some(actor.into());
+        };
+        // The operator repairs r (writing or not), gives the lease back or not, and moves
+        // on to s; `point` marks the grant.
+        let repair = |point: &'static str, writes: bool, releases: bool, moves_on: bool| {
+            let mut h = HistoryBuilder::engine_run();
+            let l = h.acquire(0, "op", "r", 2);
+            by(&mut h, "op");
+            h.mark(0, point, "r", Some(2));
+            h.read_meta(0, "op", "r");
+            if writes {
+                h.meta(0, Some(&l), "r", RunStatus::Ok, 1);
+                by(&mut h, "op");
+            }
+            // Another identity of the process works on another run meanwhile.
+            h.read_meta(0, "host", "s");
+            if releases {
+                h.push(0, OpKind::Release, "r", Some(l.clone()), Args::default(), None);
+                by(&mut h, "op");
+            }
+            if moves_on {
+                h.read_meta(0, "op", "s");
+            }
+            h.judge("a_brief_lease_is_given_back_first")
+        };
+        let v = repair("engine.repair.after_acquire", false, false, true);
+        assert_eq!(v.len(), 1, "a repair that found nothing kept its lease: {v:?}");
+        assert!(v[0].witness.contains("without having released it"), "{}", v[0].witness);
+        assert_eq!(repair("engine.resolve.after_acquire", true, false, true).len(), 1);
+        assert!(repair("engine.repair.after_acquire", false, true, true).is_empty());
+        assert!(repair("engine.repair.after_acquire", true, true, true).is_empty());
+        assert!(repair("engine.repair.after_acquire", false, false, false).is_empty(), "never moved on");
+        assert!(repair("engine.dispatch.after_running", false, false, true).is_empty(), "no brief lease");
+    }
 
     #[test]
     fn a_stopped_drive_that_starts_a_turn_is_caught() {
