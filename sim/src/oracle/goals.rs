@@ -607,6 +607,33 @@ mod tests {
     }
 
     #[test]
+    fn a_repair_is_met_only_when_it_released_a_lease_it_wrote_nothing_under() {
+        let goal = "repair_found_nothing_to_write";
+        let release = |h: &mut HistoryBuilder, l: &store::Lease| {
+            let args = crate::history::Args::default();
+            h.push(0, crate::history::OpKind::Release, "r", Some(l.clone()), args, None);
+        };
+        let mut h = HistoryBuilder::engine_run();
+        let l = h.acquire(0, "op", "r", 1);
+        h.read_meta(0, "op", "r");
+        release(&mut h, &l);
+        assert!(!met(&h, goal), "no repair mark on the grant");
+        let mut h = HistoryBuilder::engine_run();
+        let l = h.acquire(0, "op", "r", 1);
+        h.mark(0, "engine.repair.after_acquire", "r", Some(1));
+        h.meta(0, Some(&l), "r", RunStatus::Ok, 1);
+        release(&mut h, &l);
+        assert!(!met(&h, goal), "the repair wrote");
+        let mut h = HistoryBuilder::engine_run();
+        let l = h.acquire(0, "op", "r", 1);
+        h.mark(0, "engine.repair.after_acquire", "r", Some(1));
+        h.read_meta(0, "op", "r");
+        assert!(!met(&h, goal), "not released (yet)");
+        release(&mut h, &l);
+        assert!(met(&h, goal));
+    }
+
+    #[test]
     fn a_lost_append_is_met_only_when_its_grant_settles_after_it() {
         let goal = "lost_append_then_settled";
         let mut h = HistoryBuilder::engine_run();
