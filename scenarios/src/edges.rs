@@ -33,7 +33,7 @@ use store::{
     RunMeta, RunStatus, StoreError, TranscriptStore,
 };
 
-use sim::history::{FinalState, History};
+use sim::history::{FactKind, FinalState, History};
 use sim::oracle::Violation;
 use sim::plan::{FaultProfile, Knobs, Plan};
 use sim::recorded::{RecordedStore, RecordedTranscripts};
@@ -334,6 +334,20 @@ impl Scenario for Edges {
             let ttls = if draw.between(0, 1) == 0 { [outside, edge] } else { [edge, outside] };
             for ttl in ttls {
                 let _ = node.boot_another(ttl).await;
+            }
+            if node.world.plan.swarm.workload >= 2 {
+                // And one outside the domain over a path where no database exists: refused
+                // before the database opens, it leaves no file there (its own stream).
+                let mut fresh = rng(shared.seed, "edges-ttl-fresh", stream);
+                let ttl = TTLS_OUTSIDE[fresh.between(0, TTLS_OUTSIDE.len() as u64 - 1) as usize];
+                let (_, database_left) = node.boot_on_a_fresh_path(ttl).await;
+                node.world.recorder.fact(
+                    node.index,
+                    node.incarnation,
+                    &format!("edge-n{}", node.index),
+                    sim::time::now_ns(),
+                    FactKind::FreshBoot { ttl_ms: ttl, database_left },
+                );
             }
             let prober = Prober {
                 node: node.index,

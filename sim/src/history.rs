@@ -392,6 +392,11 @@ pub enum FactKind {
     /// An operator's prune (`pruneRun`, this fact's owner) of run `run_id` returned, saying
     /// it deleted `deleted` checkpoints. Not shown in the timeline.
     Pruned { run_id: String, deleted: u64 },
+    /// A store construction with a lease ttl of `ttl_ms` over a path of its own where no
+    /// database existed (the boot call of this fact's process just before it) returned,
+    /// and `database_left` says whether a database file was there after it (see
+    /// `NodeCtx::boot_on_a_fresh_path`). Shown in the timeline only when one was.
+    FreshBoot { ttl_ms: i64, database_left: bool },
     /// The operator's audit (`runs audit`, this fact's owner) reported run `run_id` as
     /// `verdict` (the reconciler's word: `consistent`, `meta-behind`, `stranded`, `suspect`),
     /// with the status a repair would write, and the counts the report prints beside them.
@@ -798,6 +803,10 @@ impl Recorder {
             ),
             FactKind::Audited { .. } => (String::new(), String::new()),
             FactKind::Census { runs } => ("AUDIT CENSUS".to_string(), format!("{runs} runs")),
+            FactKind::FreshBoot { ttl_ms, database_left: true } => {
+                (format!("FRESH BOOT ttl={ttl_ms}ms"), "left a database file".to_string())
+            }
+            FactKind::FreshBoot { .. } => (String::new(), String::new()),
             FactKind::Healed => ("HEAL".to_string(), "faults off, every node up".to_string()),
             FactKind::WorkerStopped => ("WORKER STOP".to_string(), String::new()),
             FactKind::StoppedSweepReturned => ("WORKER STOPPED SWEEP RETURNED".to_string(), String::new()),

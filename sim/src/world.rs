@@ -341,11 +341,31 @@ impl NodeCtx {
     /// node's own store, and what it leases, are untouched. A foreign store starts one more
     /// process for it.
     pub async fn boot_another(&self, ttl_ms: i64) -> Result<(), StoreError> {
-        let options = store_options(&self.world, ttl_ms);
+        self.boot_at(&self.world.db_path, ttl_ms).await
+    }
+
+    /// As [`Self::boot_another`], over a path of its own where no database exists (beside
+    /// the run's, named for this process incarnation); then whether the construction left a
+    /// database file there (the main file, or its `-wal`, `-shm` or `-journal` companion),
+    /// and the files are removed. A store that refuses a ttl before the database opens
+    /// leaves nothing; one that opens it first leaves a file, even when it then refuses.
+    pub async fn boot_on_a_fresh_path(&self, ttl_ms: i64) -> (Result<(), StoreError>, bool) {
+        let mut path = self.world.db_path.as_os_str().to_owned();
+        path.push(format!(".fresh-n{}-i{}", self.index, self.incarnation));
+        let path = std::path::PathBuf::from(path);
+        crate::interrupt::remove_db_files(&path);
+        let booted = self.boot_at(&path, ttl_ms).await;
+        let left = crate::interrupt::remove_db_files(&path) > 0;
+        (booted, left)
+    }
+
+    async fn boot_at(&self, path: &std::path::Path, ttl_ms: i64) -> Result<(), StoreError> {
+        let mut options = store_options(&self.world, ttl_ms);
+        options.path = path.to_path_buf();
         let caller = &self.store.caller;
         let env: Rc<dyn store::Env> = self.env.clone();
         match crate::foreign::active() {
-            Some(spec) => caller.boot_foreign(spec, &self.world.db_path, &options, env).await.map(drop),
+            Some(spec) => caller.boot_foreign(spec, path, &options, env).await.map(drop),
             None => caller.boot(options, env).await.map(drop),
         }
     }

@@ -12,7 +12,7 @@ use super::contract::{
 };
 use super::model::{rejected, staleness, t, walk_grants, who, GrantWalk, Judged};
 use super::{Expectation, Property, Witness};
-use crate::history::{describe_call, Call, OpKind, Outcome, Read, StoreClock};
+use crate::history::{describe_call, Call, FactKind, OpKind, Outcome, Read, StoreClock};
 
 /// Every store-level property, in report order.
 pub const ALL: &[Property] = &[
@@ -99,6 +99,13 @@ pub const ALL: &[Property] = &[
         claim: "A store constructed with a lease ttl outside 1 to 2147483647 ms is refused as a configuration error (L6), and a store constructed with a ttl inside it is never refused as one.",
         not_checked: "Boots cut short by a crash or given up as busy; that the refusal came before the database opened (nothing the history shows tells the two apart once the schema exists).",
         check: ttl_outside_the_domain_refused,
+    },
+    Property {
+        name: "a_refused_ttl_opens_no_database",
+        expectation: Expectation::Always,
+        claim: "A store construction with a lease ttl outside L6's domain (1 to 2147483647 ms), over a path where no database existed, leaves no database file there: the ttl is refused before the database opens (L6).",
+        not_checked: "Constructions over a path that already held a database (nothing there tells an open from none); constructions whose process did not look at the path after (only the `FreshBoot` fact says what was left).",
+        check: a_refused_ttl_opens_no_database,
     },
     Property {
         name: "rejected_call_changed_nothing",
@@ -570,6 +577,31 @@ fn ttl_outside_the_domain_refused(j: &Judged, out: &mut Vec<Witness>) {
                 "n{}'s store construction with a lease ttl of {ttl}ms at t={} {complaint} (L6: 1 to 2147483647 ms)",
                 c.node,
                 t(c.invoked_ns)
+            ),
+        });
+    }
+}
+
+fn a_refused_ttl_opens_no_database(j: &Judged, out: &mut Vec<Witness>) {
+    for f in &j.history.facts {
+        let FactKind::FreshBoot { ttl_ms, database_left: true } = f.kind else { continue };
+        // The boot of that process just before the fact, with that ttl.
+        let boot = j.history.calls[..f.invoked_before.min(j.history.calls.len())]
+            .iter()
+            .rev()
+            .find(|c| (c.node, c.incarnation) == (f.node, f.incarnation) && c.op == OpKind::Boot);
+        let Some(c) = boot.filter(|c| c.args.ttl_ms == Some(ttl_ms) && !TTL_MS_DOMAIN.contains(&ttl_ms))
+        else {
+            continue;
+        };
+        out.push(Witness {
+            op: Some(c.op.as_str()),
+            call: Some(c.id),
+            witness: format!(
+                "n{}'s store construction with a lease ttl of {ttl_ms}ms at t={} over a path where no database existed returned {} and left a database file there: the ttl was checked after the database opened (L6: refused before it opens)",
+                c.node,
+                t(c.invoked_ns),
+                c.outcome.short(),
             ),
         });
     }
@@ -1545,6 +1577,37 @@ mod tests {
         // Busy and a crash say nothing about the ttl.
         h.calls[2].outcome = Outcome::Err { code: "busy".into(), message: String::new() };
         assert_eq!(judge(&h, None, "ttl_outside_the_domain_refused").len(), 2);
+    }
+
+    #[test]
+    fn a_refused_ttl_that_left_a_database_is_caught() {
+        let boot = |id: usize, node: u32, ttl: i64| {
+            let mut c = call(id, OpKind::Boot, Args { ttl_ms: Some(ttl), ..Args::default() }, None, 0);
+            (c.node, c.outcome) = (node, Outcome::Err { code: "config".into(), message: "lease ttl".into() });
+            c
+        };
+        let fresh = |node: u32, after: usize, ttl_ms: i64, database_left: bool| crate::history::Fact {
+            at_ns: after as u64,
+            applied_before: 0,
+            node,
+            incarnation: 0,
+            owner: String::new(),
+            invoked_before: after,
+            kind: FactKind::FreshBoot { ttl_ms, database_left },
+        };
+        let judged = |facts: Vec<crate::history::Fact>| {
+            let calls = vec![boot(0, 0, 0), boot(1, 1, -1), boot(2, 0, 1)];
+            judge(&History { calls, facts, ..History::default() }, None, "a_refused_ttl_opens_no_database")
+        };
+        assert!(judged(vec![fresh(0, 1, 0, false)]).is_empty(), "nothing left");
+        let v = judged(vec![fresh(0, 2, 0, true)]);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("ttl of 0ms") && v[0].witness.contains("left a database file"));
+        // The fact belongs to node 1's boot of -1 (node 0's boot of 0 is not its process).
+        assert_eq!(judged(vec![fresh(1, 2, -1, true)]).len(), 1);
+        // The process's last boot had another ttl, or one inside the domain: not judged.
+        assert!(judged(vec![fresh(0, 3, 0, true)]).is_empty());
+        assert!(judged(vec![fresh(0, 3, 1, true)]).is_empty());
     }
 
     #[test]
