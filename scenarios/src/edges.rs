@@ -340,7 +340,7 @@ impl Scenario for Edges {
                 // before the database opens, it leaves no file there (its own stream).
                 let mut fresh = rng(shared.seed, "edges-ttl-fresh", stream);
                 let ttl = TTLS_OUTSIDE[fresh.between(0, TTLS_OUTSIDE.len() as u64 - 1) as usize];
-                let (_, database_left) = node.boot_on_a_fresh_path(ttl).await;
+                let database_left = node.boot_on_a_fresh_path(ttl).await;
                 node.world.recorder.fact(
                     node.index,
                     node.incarnation,

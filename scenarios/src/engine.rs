@@ -182,6 +182,7 @@ const ANSWER_ENDED_QUEUE: u32 = 40;
 /// or more spent checkpoints of one run (a `survey` run; measured over seeds 0..1000: 258 and
 /// 342 per mille).
 const PRUNE_TWO_QUEUE: u32 = 150;
+const PRUNE_TWO_SOLO: u32 = 200;
 
 /// Share (per mille) of queue and queue-solo seeds in which a run that ended one way was
 /// settled again another way over an unchanged journal (a failed run whose every op had
@@ -189,7 +190,6 @@ const PRUNE_TWO_QUEUE: u32 = 150;
 /// 19 per mille, 4 and 7 per mille of 0..1000 before hosts looked at failed runs first). 6
 /// needs 3 of a 500-seed sweep, where about 10 meet it.
 const SETTLED_AGAIN: u32 = 6;
-const PRUNE_TWO_SOLO: u32 = 200;
 
 pub static QUEUE: EngineScenario = EngineScenario {
     name: "queue",

@@ -324,9 +324,9 @@ async fn drive(
     Ok((fin, end_ns))
 }
 
-/// The options every node's store is built with, over the world's database.
-fn store_options(world: &WorldState, ttl_ms: i64) -> SqliteOptions {
-    SqliteOptions::new(&world.db_path)
+/// The options every node's store is built with, over the database at `path`.
+fn store_options(world: &WorldState, path: &std::path::Path, ttl_ms: i64) -> SqliteOptions {
+    SqliteOptions::new(path)
         .ttl_ms(ttl_ms)
         .profile(world.profile)
         .synchronous(Synchronous::Off)
@@ -349,19 +349,18 @@ impl NodeCtx {
     /// database file there (the main file, or its `-wal`, `-shm` or `-journal` companion),
     /// and the files are removed. A store that refuses a ttl before the database opens
     /// leaves nothing; one that opens it first leaves a file, even when it then refuses.
-    pub async fn boot_on_a_fresh_path(&self, ttl_ms: i64) -> (Result<(), StoreError>, bool) {
+    /// (What the construction answered is in the history, as its `boot` call.)
+    pub async fn boot_on_a_fresh_path(&self, ttl_ms: i64) -> bool {
         let mut path = self.world.db_path.as_os_str().to_owned();
         path.push(format!(".fresh-n{}-i{}", self.index, self.incarnation));
         let path = std::path::PathBuf::from(path);
         crate::interrupt::remove_db_files(&path);
-        let booted = self.boot_at(&path, ttl_ms).await;
-        let left = crate::interrupt::remove_db_files(&path) > 0;
-        (booted, left)
+        let _ = self.boot_at(&path, ttl_ms).await;
+        crate::interrupt::remove_db_files(&path) > 0
     }
 
     async fn boot_at(&self, path: &std::path::Path, ttl_ms: i64) -> Result<(), StoreError> {
-        let mut options = store_options(&self.world, ttl_ms);
-        options.path = path.to_path_buf();
+        let options = store_options(&self.world, path, ttl_ms);
         let caller = &self.store.caller;
         let env: Rc<dyn store::Env> = self.env.clone();
         match crate::foreign::active() {
@@ -383,7 +382,7 @@ async fn node_init(scenario: &'static dyn Scenario, index: u32) {
         own_store: RefCell::new(None),
     });
     let caller = Caller { rec: world.recorder.clone(), node: index, incarnation };
-    let options = store_options(&world, world.plan.knobs.ttl_ms as i64);
+    let options = store_options(&world, &world.db_path, world.plan.knobs.ttl_ms as i64);
     let env_dyn: Rc<dyn store::Env> = env.clone();
     let store = match crate::foreign::active() {
         Some(spec) => {

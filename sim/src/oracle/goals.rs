@@ -156,7 +156,7 @@ pub const GOALS: &[Goal] = &[
     },
     Goal {
         name: "repair_found_nothing_to_write",
-        claim: "An operator's repair was granted its brief lease on a run the audit had called meta-behind or stranded, and wrote no meta under it (the run was settled or repaired between the audit's reads and the acquire): the repair's path that gives back a lease it wrote nothing under, which a_taken_lease_is_given_back judges.",
+        claim: "An operator's repair was granted its brief lease on a run the audit had called meta-behind or stranded, and wrote no meta under it (the run was settled or repaired between the audit's reads and the acquire): the repair's path that gives back a lease it wrote nothing under, which a_brief_lease_is_given_back_first and a_taken_lease_is_given_back judge.",
         check: repair_found_nothing_to_write,
     },
     Goal {
@@ -292,12 +292,10 @@ fn repair_found_nothing_to_write(j: &Judged) -> bool {
     let ix = j.index();
     j.applied.iter().filter(|c| c.op == OpKind::Acquire).any(|g| {
         let Some(l) = g.granted.as_ref() else { return false };
+        let under = ix.under_lease(&l.run_id, l.epoch.0);
         ix.marked("engine.repair.after_acquire", g.node, g.incarnation, &g.run_id, Some(l.epoch.0))
-            && ix
-                .under_lease(&l.run_id, l.epoch.0)
-                .iter()
-                .any(|c| c.op == OpKind::Release && c.outcome.is_ok())
-            && !ix.under_lease(&l.run_id, l.epoch.0).iter().any(|c| c.op == OpKind::PutMeta)
+            && under.iter().any(|c| c.op == OpKind::Release && c.outcome.is_ok())
+            && !under.iter().any(|c| c.op == OpKind::PutMeta)
     })
 }
 

@@ -590,8 +590,7 @@ fn a_refused_ttl_opens_no_database(j: &Judged, out: &mut Vec<Witness>) {
             .iter()
             .rev()
             .find(|c| (c.node, c.incarnation) == (f.node, f.incarnation) && c.op == OpKind::Boot);
-        let Some(c) = boot.filter(|c| c.args.ttl_ms == Some(ttl_ms) && !TTL_MS_DOMAIN.contains(&ttl_ms))
-        else {
+        let Some(c) = boot.filter(|c| c.args.ttl_ms == Some(ttl_ms) && boot_outside_the_ttl_domain(c)) else {
             continue;
         };
         out.push(Witness {
