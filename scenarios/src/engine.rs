@@ -131,6 +131,12 @@ pub struct EngineScenario {
     /// unchanged journal: the settle's write-on-change rule must journal the change. In
     /// plans of workload revision 2 or later.
     pub retry_failed: bool,
+    /// Whether paid calls have a price (`PAID_CALL_CENTS`) and runs a budget drawn for it
+    /// (`draw_budget`): a run that spends its budget settles `exhausted`, with its value when
+    /// the last paid call spent it, without when a paid call was refused. In plans of
+    /// workload revision 3 or later; before, every run carries a budget of 1 to 5 dollars
+    /// that nothing charges.
+    pub priced: bool,
     /// Whether each process serves a status page: a reader that every 10-40 ms reads the
     /// meta and the journal of a run its process holds a lease on (else of any run), as
     /// rulvar's dashboard in a worker process does, through the process's own store (so its
@@ -184,6 +190,13 @@ const ANSWER_ENDED_QUEUE: u32 = 40;
 const PRUNE_TWO_QUEUE: u32 = 150;
 const PRUNE_TWO_SOLO: u32 = 200;
 
+/// Shares (per mille) of queue and queue-solo seeds in which a paid call was refused by
+/// the run's budget (a run settled `exhausted` with no value), and in which a body completed
+/// on the call that spent its budget (`exhausted` with its value). Measured over seeds
+/// 0..300 of workload revision 3: 267 and 280, 97 and 120 per mille.
+const BUDGET_REFUSED: u32 = 150;
+const BUDGET_COMPLETED: u32 = 50;
+
 /// Share (per mille) of queue and queue-solo seeds in which a run that ended one way was
 /// settled again another way over an unchanged journal (a failed run whose every op had
 /// completed, retried from the hosts' failed-runs list; measured over seeds 0..3000: 21 and
@@ -227,6 +240,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
     redeliveries: false,
     retry_deleted: false,
     retry_failed: true,
+    priced: true,
     status_page: false,
     double_clicks: false,
     answers_running: true,
@@ -250,6 +264,8 @@ pub static QUEUE: EngineScenario = EngineScenario {
         required("answer_to_an_ended_run_refused", ANSWER_ENDED_QUEUE),
         required("prune_deleted_two_checkpoints", PRUNE_TWO_QUEUE),
         required("ended_run_settled_again_otherwise", SETTLED_AGAIN),
+        required("paid_call_refused_by_the_budget", BUDGET_REFUSED),
+        required("body_completed_over_its_budget", BUDGET_COMPLETED),
     ],
 };
 
@@ -303,6 +319,7 @@ pub static QUEUE_SOLO: EngineScenario = EngineScenario {
     redeliveries: true,
     retry_deleted: false,
     retry_failed: true,
+    priced: true,
     status_page: true,
     double_clicks: true,
     answers_running: true,
@@ -324,6 +341,8 @@ pub static QUEUE_SOLO: EngineScenario = EngineScenario {
         required("answer_to_an_ended_run_refused", ANSWER_ENDED_SOLO),
         required("prune_deleted_two_checkpoints", PRUNE_TWO_SOLO),
         required("ended_run_settled_again_otherwise", SETTLED_AGAIN),
+        required("paid_call_refused_by_the_budget", BUDGET_REFUSED),
+        required("body_completed_over_its_budget", BUDGET_COMPLETED),
     ],
     ..QUEUE
 };
@@ -350,6 +369,7 @@ pub static F1_STALE_SETTLE: EngineScenario = EngineScenario {
     redeliveries: false,
     retry_deleted: false,
     retry_failed: false,
+    priced: false,
     status_page: false,
     double_clicks: false,
     answers_running: false,
@@ -385,6 +405,7 @@ pub static F2_STALE_CHECKPOINT: EngineScenario = EngineScenario {
     redeliveries: false,
     retry_deleted: false,
     retry_failed: false,
+    priced: false,
     status_page: false,
     double_clicks: false,
     answers_running: false,
@@ -419,6 +440,7 @@ pub static F4_STALE_RETENTION: EngineScenario = EngineScenario {
     redeliveries: false,
     retry_deleted: false,
     retry_failed: false,
+    priced: false,
     status_page: false,
     double_clicks: false,
     answers_running: false,
@@ -461,6 +483,7 @@ pub static DELETE_CUTS: EngineScenario = EngineScenario {
     redeliveries: false,
     retry_deleted: true,
     retry_failed: false,
+    priced: false,
     status_page: false,
     double_clicks: false,
     answers_running: false,
@@ -502,6 +525,8 @@ pub struct QueueShared {
     pub redeliveries: bool,
     pub retry_deleted: bool,
     pub retry_failed: bool,
+    /// What one paid call costs, in cents (0: free, no run exhausts).
+    pub paid_call_cents: u64,
     pub status_page: bool,
     pub double_clicks: bool,
     /// [`EngineScenario::answers_running`], in a plan that carries `Swarm::user_actors`.
@@ -756,6 +781,8 @@ impl Scenario for EngineScenario {
     fn shared(&self, plan: &Plan) -> Rc<dyn Any> {
         let registry = catalog_workflows();
         let mut r = rng(plan.seed, "workload", 0);
+        let priced = self.priced && plan.swarm.workload >= 3;
+        let mut budgets = rng(plan.seed, "budget", 0);
         // A plan of workload revision 0 draws from the workflows of its time.
         let workflows: Vec<&str> =
             self.workflows.iter().copied().filter(|w| plan.swarm.workload >= 1 || *w != "survey").collect();
@@ -776,8 +803,10 @@ impl Scenario for EngineScenario {
                 } else {
                     RunOptions::default()
                 };
-                // A recorded field every segment's meta must carry verbatim.
-                let options = RunOptions { budget_usd: Some(1 + i % 5), ..options };
+                // A recorded field every segment's meta must carry verbatim; with a price, the
+                // budget the engine charges paid calls against.
+                let budget = if priced { draw_budget(&mut budgets) } else { 1 + i % 5 };
+                let options = RunOptions { budget_usd: Some(budget), ..options };
                 RunSpec {
                     run_id: run_id(if tmp { "tmp" } else { "run" }, i as usize),
                     workflow: registry.get(name).cloned().unwrap_or_else(Workflow::happy),
@@ -805,6 +834,7 @@ impl Scenario for EngineScenario {
             redeliveries: self.redeliveries,
             retry_deleted: self.retry_deleted,
             retry_failed: self.retry_failed && plan.swarm.workload >= 2,
+            paid_call_cents: if priced { PAID_CALL_CENTS } else { 0 },
             status_page: self.status_page,
             double_clicks: self.double_clicks,
             answers_running: self.answers_running && plan.swarm.user_actors,
@@ -822,6 +852,10 @@ impl Scenario for EngineScenario {
     fn supervise(&self, world: Rc<WorldState>) -> LocalFuture<'static, ()> {
         Box::pin(async move {
             let sh = shared(&world);
+            if sh.paid_call_cents > 0 {
+                let cents = sh.paid_call_cents;
+                world.recorder.fact(0, 0, "", sim::time::now_ns(), FactKind::Priced { cents });
+            }
             madsim::time::sleep(Duration::from_millis(world.plan.knobs.cap_ms)).await;
             // The heal: faults off, every node up, suspensions answered, until every run
             // that exists is terminal (bounded).
@@ -917,14 +951,10 @@ async fn node_body(node: NodeCtx) {
         let world = LedgerEffects::new(&sink, sh.seed, (5, 80));
         let store = node.store.clone();
         let transcripts = store.transcripts();
-        let engine: Rc<SimEngine> = Rc::new(Engine::new(
-            store,
-            transcripts,
-            world,
-            env.clone(),
-            node.world.profile,
-            sink.owner.clone(),
-        ));
+        let engine: Rc<SimEngine> = Rc::new(
+            Engine::new(store, transcripts, world, env.clone(), node.world.profile, sink.owner.clone())
+                .with_paid_call_cents(sh.paid_call_cents),
+        );
         (engine, sink)
     };
     let (engine, sink) = make("host");
@@ -1596,6 +1626,26 @@ const HOST_DELETE_PER_MILLE: u32 = 500;
 /// Of the host deletes, the share made without a lease (rulvar's `deleteRun` with no lease:
 /// unfenced, a host-owned decision; docs/engine-model.md 6.1), per mille.
 const UNLEASED_DELETE_PER_MILLE: u32 = 300;
+
+/// What a paid call costs in a priced scenario, in cents: four calls to the dollar.
+const PAID_CALL_CENTS: u64 = 25;
+
+/// Of a priced scenario's runs, the share given a tight budget (1 to 3 dollars), per mille.
+const TIGHT_BUDGET_PER_MILLE: u32 = 150;
+
+/// A run's budget in a priced scenario, in dollars. A tight one (1 to 3) is spent mid-run by
+/// `pipeline` and `two_approvals` (5 paid calls: refused at the fifth on 1 dollar) and by
+/// `survey` (20 paid calls: refused at its 5th, 9th or 13th); a loose one (5 to 9) only by
+/// `survey`'s twentieth call on 5 dollars, which completes the body (it settles `exhausted`
+/// with its value). A retry of a run refused mid-run seeds its spend from the receipts and
+/// is refused again, unless a receipt was lost (then it pays once more).
+fn draw_budget(r: &mut impl Draw) -> u32 {
+    if r.chance(TIGHT_BUDGET_PER_MILLE) {
+        r.between(1, 3) as u32
+    } else {
+        r.between(5, 9) as u32
+    }
+}
 
 /// Of a `retry_failed` host's retry ticks (one every 100 to 400 ms), the share that looks at
 /// the failed runs first, per mille: a failed run is retried whether or not the tick drew a

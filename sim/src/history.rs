@@ -392,6 +392,10 @@ pub enum FactKind {
     /// An operator's prune (`pruneRun`, this fact's owner) of run `run_id` returned, saying
     /// it deleted `deleted` checkpoints. Not shown in the timeline.
     Pruned { run_id: String, deleted: u64 },
+    /// Every paid provider call of this world's engines costs `cents` against its run's
+    /// recorded `budgetUsd` (a priced scenario; recorded once, at the start). Not shown in
+    /// the timeline.
+    Priced { cents: u64 },
     /// A store construction with a lease ttl of `ttl_ms` over a path of its own where no
     /// database existed (the boot call of this fact's process just before it) returned,
     /// and `database_left` says whether a database file was there after it (see
@@ -812,6 +816,7 @@ impl Recorder {
             FactKind::StoppedSweepReturned => ("WORKER STOPPED SWEEP RETURNED".to_string(), String::new()),
             FactKind::SweepBegan
             | FactKind::SweepEnded
+            | FactKind::Priced { .. }
             | FactKind::Labelled { .. }
             | FactKind::Answering { .. }
             | FactKind::Pruned { .. } => (String::new(), String::new()),

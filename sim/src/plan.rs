@@ -249,12 +249,14 @@ pub struct Swarm {
     /// workload of its time, so a stored finding replays as it did. Revision 1: `queue`'s
     /// and `queue-solo`'s hosts also start `survey` runs. Revision 2: their hosts' retries
     /// now and then pick from the runs listed as failed (`EngineScenario::retry_failed`).
+    /// Revision 3: their paid calls have a price and their runs a budget drawn for it
+    /// (`EngineScenario::priced`), so some runs settle `exhausted`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub workload: u32,
 }
 
 /// The workload revision derived plans carry (see [`Swarm::workload`]).
-pub const WORKLOAD: u32 = 2;
+pub const WORKLOAD: u32 = 3;
 
 /// The share of drawn worker stops that derived plans deliver as interrupts, per mille.
 pub const INTERRUPT_PER_MILLE: u32 = 400;

@@ -160,6 +160,16 @@ pub const GOALS: &[Goal] = &[
         check: repair_found_nothing_to_write,
     },
     Goal {
+        name: "paid_call_refused_by_the_budget",
+        claim: "A segment settled a run exhausted with no value (a paid call was refused because the run's spend had reached its budget: paid_calls_stay_within_the_budget and a_run_exhausts_at_its_budget had a refusal to judge).",
+        check: paid_call_refused_by_the_budget,
+    },
+    Goal {
+        name: "body_completed_over_its_budget",
+        claim: "A segment settled a run exhausted with a value (its body completed with the last paid call spending the budget: settled_value_matches_workflow judged the value that survives).",
+        check: body_completed_over_its_budget,
+    },
+    Goal {
         name: "census_listed_a_run_with_no_entry",
         claim: "A whole-catalog census listed a run whose journal, by the serial history at the listing, held no entry (a run booted before its first append, or whose first dispatch died): audits_follow_the_decision_table had such a run to see reported.",
         check: census_listed_a_run_with_no_entry,
@@ -353,6 +363,22 @@ fn paying_holder_told_superseded(j: &Judged) -> bool {
                 .get(&(l.run_id.as_str(), l.owner.as_str(), c.node))
                 .is_some_and(|&first| c.returned_ns.is_some_and(|r| r > first))
     })
+}
+
+/// Whether a segment settled a run exhausted with (`true`) or without a value.
+fn settled_exhausted(j: &Judged, with_value: bool) -> bool {
+    j.history.facts.iter().any(|f| {
+        matches!(&f.kind, FactKind::Settled { status, value, .. }
+            if status == "exhausted" && value.is_some() == with_value)
+    })
+}
+
+fn paid_call_refused_by_the_budget(j: &Judged) -> bool {
+    settled_exhausted(j, false)
+}
+
+fn body_completed_over_its_budget(j: &Judged) -> bool {
+    settled_exhausted(j, true)
 }
 
 fn run_settled_cancelled(j: &Judged) -> bool {

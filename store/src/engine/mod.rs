@@ -55,7 +55,8 @@ pub const PROVIDER_CALL_DECISION_TYPE: &str = "provider-call";
 #[derive(Clone, Debug, PartialEq)]
 pub struct Outcome {
     pub status: RunStatus,
-    /// The workflow value (only for `ok`).
+    /// The workflow value: for `ok`, and for `exhausted` when the body completed (rulvar's
+    /// value survives a budget spent by the last paid call).
     pub value: Option<Value>,
     /// This segment's number: `segments` as written to meta (k + 1).
     pub segment: u64,
@@ -117,6 +118,10 @@ pub enum EngineError {
     /// finish. Only a deletion finishes it (`delete_marks_generation`).
     #[error("run {run_id} is being deleted: a deletion cascade began on its generation {genesis:?} and did not finish; delete it again to finish")]
     BeingDeleted { run_id: String, genesis: String },
+    /// The run's budget was spent before a paid call (rulvar's `BudgetExhaustedError`): the
+    /// body stops there and the segment settles `exhausted`. Never returned by a segment.
+    #[error("run {run_id} exhausted its budget")]
+    BudgetExhausted { run_id: String },
     /// The process died at `point` (a fault hook's crash, or a store's `Crashed`). Nothing
     /// was done after it.
     #[error("crashed at {point}")]
@@ -211,6 +216,8 @@ pub struct Engine<J, T, W> {
     pub(crate) owner: String,
     /// rulvar's `activeSegments`: at most one live segment per run per engine.
     pub(crate) active: RefCell<BTreeSet<String>>,
+    /// What one paid provider call costs, in cents (0: calls are free and no run exhausts).
+    pub(crate) paid_call_cents: u64,
 }
 
 impl<J, T, W> Engine<J, T, W>
@@ -235,7 +242,27 @@ where
             profile,
             owner: owner.into(),
             active: RefCell::new(BTreeSet::new()),
+            paid_call_cents: 0,
         }
+    }
+
+    /// Every paid provider call costs `cents` against the run's recorded `budgetUsd`. The
+    /// budget model (docs/engine-model.md 3.1, 2 "Budget seed"): a segment seeds its spend
+    /// from the billing receipts its loaded journal holds (a fold over prior entries), adds
+    /// the price at every paid call it makes (a call whose receipt is lost still counts in
+    /// this segment), refuses a paid call once the spend reached the budget (the body stops:
+    /// the run settles `exhausted`, the dispatch stays dangling as for any dispatch that
+    /// failed on its own), and settles a completed body `exhausted`, value kept, when the
+    /// spend reached the budget. A parked body stays `suspended`. A run with no recorded
+    /// budget, or a free call, never exhausts.
+    pub fn with_paid_call_cents(mut self, cents: u64) -> Self {
+        self.paid_call_cents = cents;
+        self
+    }
+
+    /// The price of one paid call, in cents.
+    pub fn paid_call_cents(&self) -> u64 {
+        self.paid_call_cents
     }
 
     pub fn journal(&self) -> &J {

@@ -14,7 +14,9 @@
 //! under a new seq (`limit` replays once the loaded journal's last settle is `ok`); (5) the
 //! settle follows the write-on-change rule and the profile's failure policy; (6) a crash
 //! stops everything at once; (7) a cancel lets a journal append in flight finish and be
-//! recorded, and nothing after it runs.
+//! recorded, and nothing after it runs; (8) with a price per paid call, no paid call is made
+//! once the run's spend (its journal's receipts, then this segment's calls) reached its
+//! recorded budget, and such a run settles `exhausted` (see `Engine::with_paid_call_cents`).
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
@@ -115,6 +117,17 @@ struct Seg<'a> {
     segment_no: u64,
     genesis: Option<String>,
     carried: RunMeta,
+    /// The run's budget in cents (its recorded `budgetUsd`), when calls have a price.
+    budget_cents: Option<u64>,
+    /// The spend so far: the loaded journal's receipts, then this segment's paid calls.
+    spent_cents: Cell<u64>,
+}
+
+impl Seg<'_> {
+    /// Whether the spend reached the budget (rulvar's `budget.exhausted`).
+    fn exhausted(&self) -> bool {
+        self.budget_cents.is_some_and(|b| self.spent_cents.get() >= b)
+    }
 }
 
 /// Removes the run from the engine's live set when the segment ends (or is dropped).
@@ -137,6 +150,12 @@ struct Prepared {
     genesis: Option<String>,
     carried: RunMeta,
     meta_present: bool,
+}
+
+/// Whether `e` is a billing receipt (a `provider-call` decision).
+fn is_receipt(e: &JournalEntry) -> bool {
+    e.kind == "decision"
+        && e.value.get("decisionType").and_then(Value::as_str) == Some(PROVIDER_CALL_DECISION_TYPE)
 }
 
 /// Pending once, then ready: lets the other arm of a `select` run.
@@ -293,8 +312,16 @@ where
             genesis = Some(self.effects.mint_genesis(run_id));
         }
 
+        let price = self.paid_call_cents;
+        let budget_cents = (price > 0)
+            .then(|| carried.extra.get("budgetUsd").and_then(Value::as_u64))
+            .flatten()
+            .map(|usd| usd.saturating_mul(100));
+        let receipts = prior.iter().filter(|e| is_receipt(e)).count() as u64;
         let seg = Seg {
             run_id,
+            budget_cents,
+            spent_cents: Cell::new(receipts.saturating_mul(price)),
             next_seq: Cell::new(prior.iter().map(|e| e.seq.0 + 1).max().unwrap_or(0)),
             settled_ok: last_run_settle(&prior).is_some_and(|(_, s)| s == RunStatus::Ok),
             prior,
@@ -365,9 +392,11 @@ where
         };
         let (mut status, value) = match body_result {
             None => (RunStatus::Cancelled, None),
+            Some(Ok(Some(v))) if seg.exhausted() => (RunStatus::Exhausted, Some(v)),
             Some(Ok(Some(v))) => (RunStatus::Ok, Some(v)),
             Some(Ok(None)) => (RunStatus::Suspended, None),
             Some(Err(e @ EngineError::Crashed { .. })) => return Err(e),
+            Some(Err(EngineError::BudgetExhausted { .. })) => (RunStatus::Exhausted, None),
             Some(Err(_)) => (RunStatus::Error, None),
         };
 
@@ -389,7 +418,7 @@ where
         if seg.latch.get() && matches!(status, RunStatus::Ok | RunStatus::Suspended) {
             status = RunStatus::Error;
         }
-        let value = if status == RunStatus::Ok { value } else { None };
+        let value = if matches!(status, RunStatus::Ok | RunStatus::Exhausted) { value } else { None };
 
         // Settle, while the renew loop keeps the lease alive (its failures no longer cancel).
         let settle: LocalFuture<'_, Result<Outcome, EngineError>> =
@@ -608,6 +637,9 @@ where
                 let (s, v) = limit();
                 return Ok((s, v, saved));
             }
+            if seg.exhausted() {
+                return Err(EngineError::BudgetExhausted { run_id: seg.run_id.to_string() });
+            }
             let turn = state.turns;
             let call = PaidCall {
                 run_id: seg.run_id.to_string(),
@@ -617,6 +649,7 @@ where
                 messages: state.messages.clone(),
             };
             let reply = self.effects.provider_call(&call).await;
+            seg.spent_cents.set(seg.spent_cents.get().saturating_add(self.paid_call_cents));
             fault_at(env, FaultPoint::EngineDispatchAfterProvider, seg.run_id, Some(&seg.lease)).await?;
             self.receipt(seg, rseq, turn).await?;
             state.turns += 1;

@@ -2,20 +2,22 @@
 //! dispatch's checkpoint never goes back in turns (and no boot resumes from a regressed
 //! one), a dispatch whose terminal is durable is never paid again by a current holder, and
 //! no agent pays a turn or runs a tool beyond the limits its workflow declares; a provider
-//! is sent its dispatch's conversation, and a billing receipt follows the call it records.
+//! is sent its dispatch's conversation, and a billing receipt follows the call it records;
+//! in a priced world no segment pays past its run's budget, and a run is exhausted exactly
+//! when a segment spent it.
 //!
 //! Each property is judged from the apply-ordered history and the engine facts, under the
 //! holder and generation rules of [`super`].
 
 use std::collections::BTreeMap;
 
-use super::super::contract::{checkpoint_seq, checkpoint_turns, receipt_of, run_of_ref};
+use super::super::contract::{checkpoint_seq, checkpoint_turns, entry_views, receipt_of, run_of_ref};
 use super::super::model::{t, who, Judged};
 use super::super::{Expectation, Property, Witness};
 use super::*;
 use store::engine::{Op, Workflow};
 
-use crate::history::{Call, Fact, FactKind, OpKind};
+use crate::history::{Call, Fact, FactKind, OpKind, Read};
 use crate::ledger::{catalog_workflows, field, reply, tool_result};
 
 pub const CHECKPOINT_NEVER_REGRESSES: Property = Property {
@@ -527,10 +529,212 @@ fn agents_stay_within_their_limits(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const PAID_CALLS_STAY_WITHIN_THE_BUDGET: Property = Property {
+        name: "paid_calls_stay_within_the_budget",
+        expectation: Expectation::Always,
+        claim: "In a priced world (a `priced` fact), no segment makes a paid call once its run's spend reached the budget its boot meta records (`budgetUsd`, in dollars): the spend is the billing receipts in the journal the segment loaded before its boot (none for a fresh run) plus every paid call the segment made, at the world's price each (docs/engine-model.md 2, the budget seed; 3.1, BudgetExhaustedError).",
+        not_checked: "Segments whose boot meta records no budget, or whose load the oracle cannot read; calls a crash left without a receipt before a later segment loaded (that segment seeds from what the journal holds, as rulvar's fold does).",
+        check: paid_calls_stay_within_the_budget,
+};
+
+pub const A_RUN_EXHAUSTS_AT_ITS_BUDGET: Property = Property {
+        name: "a_run_exhausts_at_its_budget",
+        expectation: Expectation::Always,
+        claim: "In a priced world, a segment that settles ok had spent less than its run's budget, and one that settles exhausted had spent all of it (the spend of paid_calls_stay_within_the_budget): a completed body that spent its budget is exhausted, and nothing else exhausts a run (docs/engine-model.md 3.1).",
+        not_checked: "Segments that settle error, cancelled or suspended (a failure or a cancel may follow a spent budget, and a parked body stays suspended); segments with no recorded budget.",
+        check: a_run_exhausts_at_its_budget,
+};
+
+/// The price of a paid call in this world, in cents: `None` when it is not priced.
+fn price(j: &Judged) -> Option<u64> {
+    j.history.facts.iter().find_map(|f| match f.kind {
+        FactKind::Priced { cents } => Some(cents),
+        _ => None,
+    })
+}
+
+/// One segment's budget as the oracle reckons it at one of its facts.
+struct Spend<'h> {
+    /// The segment's boot meta write (`running`).
+    boot: &'h Call,
+    /// The budget its boot meta records, in cents.
+    budget: u64,
+    /// The receipts in the journal it loaded before its boot.
+    receipts: u64,
+    /// The paid calls it made before the fact.
+    paid: u64,
+    /// What that comes to at the world's price, in cents.
+    spent: u64,
+}
+
+/// The spend, at fact `facts[i]`, of the segment of run `run_id` that the fact's identity
+/// (process incarnation and owner) booted last before it: `None` when there is no such
+/// boot, its meta records no budget, or its load is not readable.
+fn spend_at<'h>(j: &Judged<'h>, price: u64, i: usize, run_id: &str) -> Option<Spend<'h>> {
+    let facts = &j.history.facts;
+    let f = facts.get(i)?;
+    let calls = &j.history.calls[..f.invoked_before.min(j.history.calls.len())];
+    let mine = |c: &Call| {
+        (c.node, c.incarnation) == (f.node, f.incarnation)
+            && c.args.actor.as_deref() == Some(f.owner.as_str())
+            && c.run_id == run_id
+    };
+    let is_boot = |c: &&Call| {
+        mine(c) && c.op == OpKind::PutMeta && meta_of(c).is_some_and(|m| m.status == Status::Running)
+    };
+    let boot = calls.iter().rfind(is_boot)?;
+    let since = calls[..boot.id].iter().rfind(is_boot).map_or(0, |c| c.id + 1);
+    let budget = meta_of(boot)?.raw.get("budgetUsd")?.as_u64()?.saturating_mul(100);
+    let receipts = match calls[since..boot.id].iter().rfind(|c| mine(c) && c.op == OpKind::Load) {
+        None => 0,
+        Some(load) => {
+            let Some(Read::Entries(entries)) = &load.read else { return None };
+            entry_views(entries)?.iter().filter(|e| receipt_of(e).is_some()).count() as u64
+        }
+    };
+    let paid = facts[..i]
+        .iter()
+        .filter(|g| {
+            (g.node, g.incarnation, g.owner.as_str()) == (f.node, f.incarnation, f.owner.as_str())
+                && g.invoked_before > boot.id
+                && matches!(&g.kind, FactKind::Paid { run_id: r, .. } if r == run_id)
+        })
+        .count() as u64;
+    let spent = receipts.saturating_add(paid).saturating_mul(price);
+    Some(Spend { boot, budget, receipts, paid, spent })
+}
+
+impl Spend<'_> {
+    /// How the spend was reckoned, for a witness.
+    fn said(&self, price: u64) -> String {
+        format!(
+            "{} of its {} cents ({} receipts in the journal it loaded and {} paid calls since its boot meta at t={}, {price} cents each)",
+            self.spent,
+            self.budget,
+            self.receipts,
+            self.paid,
+            t(self.boot.invoked_ns)
+        )
+    }
+}
+
+fn paid_calls_stay_within_the_budget(j: &Judged, out: &mut Vec<Witness>) {
+    let Some(price) = price(j) else { return };
+    for (i, f) in j.history.facts.iter().enumerate() {
+        let FactKind::Paid { run_id, op, turn, .. } = &f.kind else { continue };
+        let Some(spend) = spend_at(j, price, i, run_id) else { continue };
+        if spend.spent >= spend.budget {
+            out.push(Witness {
+                witness: format!(
+                    "n{} paid turn {turn} of {op} in run {run_id} at t={} though its segment had spent {}",
+                    f.node,
+                    t(f.at_ns),
+                    spend.said(price)
+                ),
+                op: None,
+                call: None,
+            });
+        }
+    }
+}
+
+fn a_run_exhausts_at_its_budget(j: &Judged, out: &mut Vec<Witness>) {
+    let Some(price) = price(j) else { return };
+    for (i, f) in j.history.facts.iter().enumerate() {
+        let FactKind::Settled { run_id, status, segment, .. } = &f.kind else { continue };
+        let wrong = match status.as_str() {
+            "ok" => "ok though it had spent",
+            "exhausted" => "exhausted though it had spent only",
+            _ => continue,
+        };
+        let Some(spend) = spend_at(j, price, i, run_id) else { continue };
+        if (status == "ok") == (spend.spent >= spend.budget) {
+            out.push(Witness {
+                witness: format!(
+                    "run {run_id}: n{}'s segment {segment} settled {wrong} {} at t={}",
+                    f.node,
+                    spend.said(price),
+                    t(f.at_ns)
+                ),
+                op: None,
+                call: None,
+            });
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
 
     use crate::oracle::testkit::engine::*;
+
+    /// Run r, priced at 25 cents a call with a 1-dollar budget: identity w (node 1) loads a
+    /// journal holding `loaded` receipts, acquires, boots, pays `paid` turns, then settles
+    /// `status` (with a value when `value`).
+    fn budgeted(loaded: u64, paid: u32, status: &str, value: bool) -> HistoryBuilder {
+        use crate::history::{FactKind, OpKind, Read};
+        let mut h = HistoryBuilder::engine_run();
+        h.fact(0, "", FactKind::Priced { cents: 25 });
+        let entries = (0..loaded)
+            .map(|i| {
+                let mut e = store::JournalEntry::new(
+                    i,
+                    "decision",
+                    "ok",
+                    serde_json::json!({"decisionType": "provider-call", "agentRef": 0}),
+                );
+                e.key = format!("pc:0:{i}");
+                e
+            })
+            .collect();
+        h.read_meta(1, "w", "r");
+        let load = h.h.calls.last_mut().expect("a read");
+        load.op = OpKind::Load;
+        load.read = Some(Read::Entries(entries));
+        let a = h.acquire(1, "w", "r", 1);
+        h.meta_with(1, Some(&a), "r", store::RunStatus::Running, 2, serde_json::json!({"budgetUsd": 1}));
+        h.h.calls.last_mut().expect("the boot").args.actor = Some("w".into());
+        for turn in 0..paid {
+            h.pay(1, "w", "r", 0, turn);
+        }
+        let value = value.then(|| "{}".to_string());
+        h.fact(1, "w", FactKind::Settled { run_id: "r".into(), status: status.into(), value, segment: 2 });
+        h
+    }
+
+    #[test]
+    fn a_paid_call_past_the_budget_is_caught() {
+        let p = "paid_calls_stay_within_the_budget";
+        assert!(budgeted(0, 4, "ok", true).judge(p).is_empty(), "four calls spend the dollar at the last");
+        let v = budgeted(0, 5, "ok", true).judge(p);
+        assert!(
+            v.len() == 1 && v[0].witness.contains("paid turn 4") && v[0].witness.contains("100 of its 100"),
+            "{v:?}"
+        );
+        assert!(budgeted(2, 2, "ok", true).judge(p).is_empty(), "two receipts loaded, two calls");
+        let v = budgeted(3, 2, "ok", true).judge(p);
+        assert!(v.len() == 1 && v[0].witness.contains("3 receipts"), "{v:?}");
+        // Unpriced, nothing is judged.
+        let mut h = budgeted(0, 9, "ok", true);
+        h.h.facts.retain(|f| !matches!(f.kind, crate::history::FactKind::Priced { .. }));
+        assert!(h.judge(p).is_empty());
+    }
+
+    #[test]
+    fn an_exhausted_settle_that_did_not_spend_the_budget_is_caught() {
+        let p = "a_run_exhausts_at_its_budget";
+        assert!(budgeted(1, 2, "ok", true).judge(p).is_empty(), "75 of 100 cents");
+        assert_eq!(
+            budgeted(1, 3, "ok", true).judge(p).len(),
+            1,
+            "a completed body that spent it is exhausted"
+        );
+        assert!(budgeted(1, 3, "exhausted", true).judge(p).is_empty());
+        assert!(budgeted(4, 0, "exhausted", false).judge(p).is_empty(), "refused at the first call");
+        let v = budgeted(1, 2, "exhausted", false).judge(p);
+        assert!(v.len() == 1 && v[0].witness.contains("exhausted though it had spent only 75"), "{v:?}");
+        assert!(budgeted(1, 2, "error", false).judge(p).is_empty(), "error is not judged");
+    }
 
     /// A billing receipt entry at `seq` keyed `key`.
     fn receipt(seq: u64, key: &str) -> serde_json::Value {

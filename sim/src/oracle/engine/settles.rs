@@ -612,8 +612,8 @@ fn one_ok_settle_per_completed_run(j: &Judged, out: &mut Vec<Witness>) {
 pub const SETTLED_VALUE_MATCHES_WORKFLOW: Property = Property {
     name: "settled_value_matches_workflow",
     expectation: Expectation::Always,
-    claim: "Every segment that settles ok returns exactly the workflow's value in this world.",
-    not_checked: "Values of runs whose workflow the world does not know.",
+    claim: "Every segment that settles ok returns exactly the workflow's value in this world, and so does one that settles exhausted with a value (a budget spent by the body's last paid call: docs/engine-model.md 3.1, the value survives).",
+    not_checked: "Values of runs whose workflow the world does not know; whether an exhausted segment should have carried a value (its body completed) or not (a paid call was refused).",
     check: settled_value_matches_workflow,
 };
 
@@ -625,7 +625,9 @@ fn settled_value_matches_workflow(j: &Judged, out: &mut Vec<Witness>) {
             FactKind::Submitted { run_id, workflow } => {
                 submitted.insert(run_id, workflow);
             }
-            FactKind::Settled { run_id, status, value, segment } if status == "ok" => {
+            FactKind::Settled { run_id, status, value, segment }
+                if status == "ok" || (status == "exhausted" && value.is_some()) =>
+            {
                 let Some(wf) = submitted.get(run_id.as_str()).and_then(|w| workflows.get(*w)) else {
                     continue;
                 };
@@ -634,7 +636,7 @@ fn settled_value_matches_workflow(j: &Judged, out: &mut Vec<Witness>) {
                 if have.as_ref() != Some(&want) {
                     out.push(Witness {
                         witness: format!(
-                            "run {run_id}: n{}'s segment {segment} settled ok at t={} with {} instead of {want}",
+                            "run {run_id}: n{}'s segment {segment} settled {status} at t={} with {} instead of {want}",
                             f.node,
                             t(f.at_ns),
                             value.as_deref().unwrap_or("no value")
