@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::time::Duration;
 
+use rand_chacha::ChaCha8Rng;
 use sim::actors::engine::{FactSink, LedgerEffects};
 use sim::history::FinalState;
 use sim::history::{under_actor, AuditedCounts, FactKind, History};
@@ -190,6 +191,12 @@ const ANSWER_ENDED_QUEUE: u32 = 40;
 const PRUNE_TWO_QUEUE: u32 = 150;
 const PRUNE_TWO_SOLO: u32 = 200;
 
+/// Share (per mille) of queue seeds in which an operator's repair was granted its brief lease
+/// and found nothing to write (the run was settled or repaired since the audit). Measured over
+/// seeds 0..300: 143 per mille with the operator's review pause (workload revision 3), about 10
+/// before it.
+const REPAIR_FOUND_NOTHING: u32 = 60;
+
 /// Shares (per mille) of queue and queue-solo seeds in which a paid call was refused by
 /// the run's budget (a run settled `exhausted` with no value), and in which a body completed
 /// on the call that spent its budget (`exhausted` with its value). Measured over seeds
@@ -264,6 +271,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
         required("answer_to_an_ended_run_refused", ANSWER_ENDED_QUEUE),
         required("prune_deleted_two_checkpoints", PRUNE_TWO_QUEUE),
         required("ended_run_settled_again_otherwise", SETTLED_AGAIN),
+        required("repair_found_nothing_to_write", REPAIR_FOUND_NOTHING),
         required("paid_call_refused_by_the_budget", BUDGET_REFUSED),
         required("body_completed_over_its_budget", BUDGET_COMPLETED),
     ],
@@ -527,6 +535,11 @@ pub struct QueueShared {
     pub retry_failed: bool,
     /// What one paid call costs, in cents (0: free, no run exhausts).
     pub paid_call_cents: u64,
+    /// Whether an operator now and then pauses between an audit and its repair (a person
+    /// reading the report before asking for the repair): the run may be settled, repaired
+    /// or taken in between, so the repair finds nothing to write. In plans of workload
+    /// revision 3 or later.
+    pub review_repairs: bool,
     pub status_page: bool,
     pub double_clicks: bool,
     /// [`EngineScenario::answers_running`], in a plan that carries `Swarm::user_actors`.
@@ -835,6 +848,7 @@ impl Scenario for EngineScenario {
             retry_deleted: self.retry_deleted,
             retry_failed: self.retry_failed && plan.swarm.workload >= 2,
             paid_call_cents: if priced { PAID_CALL_CENTS } else { 0 },
+            review_repairs: plan.swarm.workload >= 3,
             status_page: self.status_page,
             double_clicks: self.double_clicks,
             answers_running: self.answers_running && plan.swarm.user_actors,
@@ -1358,6 +1372,7 @@ async fn worker_loop(
     let nodes = world.plan.knobs.nodes;
     let mut r = rng(sh.seed, "worker", u64::from(index) << 32 | u64::from(incarnation));
     let mut cr = rng(sh.seed, "census", u64::from(index) << 32 | u64::from(incarnation));
+    let mut review = rng(sh.seed, "operator-review", u64::from(index) << 32 | u64::from(incarnation));
     let mut sr = rng(sh.seed, "worker-stop", u64::from(index) << 32 | u64::from(incarnation));
     // Its own stream, so the stops drawn (and every other draw) stay as they were.
     let mut wr = rng(sh.seed, "worker-stop-at-write", u64::from(index) << 32 | u64::from(incarnation));
@@ -1436,8 +1451,9 @@ async fn worker_loop(
         if sh.repairs && (sh.heal.get() || r.chance(150)) {
             let census = probes % 2 == 1;
             probes += 1;
-            if !sh.in_flight(index, incarnation, audit_repair(engine, sink, index, incarnation, census)).await
-            {
+            let review = sh.review_repairs.then_some(&mut review);
+            let probe = audit_repair(engine, sink, index, incarnation, census, review);
+            if !sh.in_flight(index, incarnation, probe).await {
                 return;
             }
         }
@@ -1456,13 +1472,15 @@ async fn worker_loop(
 /// owner is skipped, never raced). With `census` the audit is the whole-catalog
 /// `audit_runs` (one listing, each run's journal, the listed status); otherwise a listing,
 /// then each run's own meta and journal. Each audit's report is a fact, and a census ends
-/// with a `Census` fact. `false`: the process died.
+/// with a `Census` fact. With `review`, the operator now and then pauses before a repair
+/// (`REVIEW_PER_MILLE`). `false`: the process died.
 async fn audit_repair(
     engine: &SimEngine,
     sink: &FactSink,
     index: u32,
     incarnation: u32,
     census: bool,
+    mut review: Option<&mut ChaCha8Rng>,
 ) -> bool {
     let operator = format!("operator-n{index}-i{incarnation}");
     let journal = engine.journal();
@@ -1500,6 +1518,7 @@ async fn audit_repair(
             let runs = audits.len() as u64;
             sink.rec.fact(index, incarnation, &operator, sim::time::now_ns(), FactKind::Census { runs });
             for a in audits.iter().filter(|a| a.repair_to.is_some()) {
+                pause_to_review(review.as_deref_mut()).await;
                 if !repair_one(journal, &env, sink, &a.run_id, &operator).await {
                     return false;
                 }
@@ -1518,6 +1537,7 @@ async fn audit_repair(
                 Err(StoreError::Crashed { .. }) => return false,
                 Err(_) => continue,
             }
+            pause_to_review(review.as_deref_mut()).await;
             if !repair_one(journal, &env, sink, &meta.run_id, &operator).await {
                 return false;
             }
@@ -1525,6 +1545,20 @@ async fn audit_repair(
         true
     };
     under_actor(&operator, probe).await
+}
+
+/// Of an operator's repairs in a reviewing plan, the share that waits 20 to 400 ms after the
+/// audit (per mille).
+const REVIEW_PER_MILLE: u32 = 500;
+
+/// An operator reading the audit's report before asking for its repair (see
+/// `QueueShared::review_repairs`).
+async fn pause_to_review(review: Option<&mut ChaCha8Rng>) {
+    if let Some(r) = review {
+        if r.chance(REVIEW_PER_MILLE) {
+            madsim::time::sleep(Duration::from_millis(r.between(20, 400))).await;
+        }
+    }
 }
 
 /// One run's repair under the operator's brief lease; a failure other than a crash is a

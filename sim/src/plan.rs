@@ -250,7 +250,8 @@ pub struct Swarm {
     /// and `queue-solo`'s hosts also start `survey` runs. Revision 2: their hosts' retries
     /// now and then pick from the runs listed as failed (`EngineScenario::retry_failed`).
     /// Revision 3: their paid calls have a price and their runs a budget drawn for it
-    /// (`EngineScenario::priced`), so some runs settle `exhausted`.
+    /// (`EngineScenario::priced`), so some runs settle `exhausted`, and `queue`'s operators
+    /// now and then pause between an audit and its repair (`QueueShared::review_repairs`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub workload: u32,
 }
