@@ -351,6 +351,45 @@ fn settle_writes<'h>(
     (settle.copied(), meta.copied())
 }
 
+pub const AN_ERROR_SETTLE_FOLLOWS_A_FAILED_CALL: Property = Property {
+    name: "an_error_settle_follows_a_failed_call",
+    expectation: Expectation::Always,
+    claim: "A segment that settles error had one of its own store calls on the run fail since its identity's latest acquire of it (an append the integrity latch turned into error, a dispatch's write or read refused): in this world the provider and the tools never fail, so a store failure is the only thing docs/engine-model.md 3.1 leaves to give error. A refused paid call (the budget) is exhausted, a cancel cancelled, a parked body suspended.",
+    not_checked: "Segments whose process died (no outcome); runs no engine actor started; which failure it was.",
+    check: an_error_settle_follows_a_failed_call,
+};
+
+fn an_error_settle_follows_a_failed_call(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    for f in &j.history.facts {
+        let FactKind::Settled { run_id, status, segment, .. } = &f.kind else { continue };
+        if status != "error" || !runs.contains(run_id.as_str()) {
+            continue;
+        }
+        let process = j.index().of_process(f.node, f.incarnation);
+        let before = &process[..process.partition_point(|c| c.id < f.invoked_before)];
+        let mine: Vec<&Call> = before
+            .iter()
+            .copied()
+            .filter(|c| c.run_id == *run_id && c.args.actor.as_deref() == Some(f.owner.as_str()))
+            .collect();
+        let from = mine.iter().rposition(|c| c.op == OpKind::Acquire && c.outcome.is_ok()).unwrap_or(0);
+        if mine[from..].iter().any(|c| c.outcome.refusal().is_some()) {
+            continue;
+        }
+        out.push(Witness {
+            witness: format!(
+                "run {run_id}: {}'s segment {segment} settled error at t={} though none of its {} store calls on the run since its acquire failed",
+                f.owner,
+                t(f.at_ns),
+                mine.len() - from
+            ),
+            op: None,
+            call: None,
+        });
+    }
+}
+
 pub const SETTLE_REJECTIONS_FOLLOW_THE_TABLE: Property = Property {
     name: "settle_rejections_follow_the_table",
     expectation: Expectation::Always,
@@ -658,6 +697,44 @@ mod tests {
 
     use crate::history::FactKind;
     use crate::oracle::testkit::engine::*;
+
+    #[test]
+    fn an_error_settle_with_no_failed_call_is_caught() {
+        let p = "an_error_settle_follows_a_failed_call";
+        let settled = |h: &mut HistoryBuilder, status: &str| {
+            let kind =
+                FactKind::Settled { run_id: "r".into(), status: status.into(), value: None, segment: 1 };
+            h.fact(0, "w", kind);
+        };
+        let mark_actor = |h: &mut HistoryBuilder| {
+            for c in &mut h.h.calls {
+                c.args.actor = Some("w".into());
+            }
+        };
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "w", "r", 1);
+        h.meta(0, Some(&a), "r", RunStatus::Running, 1);
+        h.append(0, &a, "r", op_entry(0, "step", "op:0:one", "running", None));
+        mark_actor(&mut h);
+        settled(&mut h, "error");
+        let v = h.judge(p);
+        assert!(v.len() == 1 && v[0].witness.contains("none of its 3 store calls"), "{v:?}");
+        // The same with a lost append: judged legal.
+        h.h.facts.pop();
+        h.append_lost(0, &a, "r", op_entry(1, "step", "op:0:one", "ok", Some(0)), "busy");
+        mark_actor(&mut h);
+        settled(&mut h, "error");
+        assert!(h.judge(p).is_empty(), "{:?}", h.judge(p));
+        // A failure before the identity's latest acquire does not count.
+        let b = h.acquire(0, "w", "r", 2);
+        h.meta(0, Some(&b), "r", RunStatus::Running, 2);
+        mark_actor(&mut h);
+        settled(&mut h, "error");
+        assert_eq!(h.judge(p).len(), 1);
+        // Nor is any other status judged.
+        settled(&mut h, "cancelled");
+        assert_eq!(h.judge(p).len(), 1);
+    }
 
     #[test]
     fn a_terminal_meta_over_a_journal_without_its_settle_is_caught() {
