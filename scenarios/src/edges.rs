@@ -6,7 +6,8 @@
 //! empty and a large blob read back and listed, calls whose run id, blob ref or owner the
 //! contract calls malformed (empty, `.`, `..`, a slash, a space, a non-ASCII byte), and a
 //! meta and an entry that name one field twice (their `extra` repeats a named field). The
-//! round ends with a release or a leased delete. Before its first round each incarnation of
+//! round ends with a release or a leased delete (in plans of workload revision 3, after an
+//! unleased writer's appends, a repeated seq among them, on a run nobody leases). Before its first round each incarnation of
 //! a process also builds two more stores over the same database and closes them unused: one
 //! with a lease ttl outside the contract's domain (0, negative, or above 2^31-1 ms) and one
 //! at its edge (1 or 2^31-1 ms), in a drawn order (L6).
@@ -103,6 +104,8 @@ struct Prober {
     blobs: RecordedTranscripts,
     shared: Rc<EdgeShared>,
     rng: RefCell<ChaCha8Rng>,
+    /// Whether each round also writes a run of its own with no lease (workload revision 3).
+    unleased: bool,
 }
 
 /// The probes of a round, in the order drawn.
@@ -184,6 +187,9 @@ impl Prober {
         for probe in order {
             self.probe(probe, run, &lease).await;
         }
+        if self.unleased {
+            self.unleased_writer(&format!("{run}-solo")).await;
+        }
         if self.pick(2) == 0 {
             let _ = self.patiently(|| self.store.release(&lease)).await;
         } else {
@@ -193,6 +199,24 @@ impl Prober {
             let _ = self.patiently(|| self.store.delete(run, Some(&lease))).await;
         }
         true
+    }
+
+    /// rulvar's single-process mode on run `run`, which nobody leases: appends with no lease
+    /// (FW4 lets them through while no lease is live), then one at a seq already written (the
+    /// last, or one before it), which A5 refuses whether or not the write carries a lease,
+    /// then a load; and half the time an unleased delete.
+    async fn unleased_writer(&self, run: &str) {
+        let entry = |seq: u64, tag: &str| JournalEntry::new(seq, "edge", "ok", json!({ "edge": tag }));
+        for seq in 1..=2 {
+            let e = entry(seq, "solo");
+            let _ = self.patiently(|| self.store.append(run, &e, None)).await;
+        }
+        let again = entry(2 - self.pick(2) as u64, "solo-again");
+        let _ = self.patiently(|| self.store.append(run, &again, None)).await;
+        let _ = self.patiently(|| self.store.load(run)).await;
+        if self.pick(2) == 0 {
+            let _ = self.patiently(|| self.store.delete(run, None)).await;
+        }
     }
 
     async fn probe(&self, probe: Probe, run: &str, lease: &Lease) {
@@ -356,6 +380,7 @@ impl Scenario for Edges {
                 blobs: node.store.transcripts(),
                 store: node.store,
                 rng: RefCell::new(rng(shared.seed, "edges", stream)),
+                unleased: node.world.plan.swarm.workload >= 3,
                 shared: shared.clone(),
             };
             prober.run(u64::from(node.world.plan.knobs.size)).await;

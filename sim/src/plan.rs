@@ -251,7 +251,8 @@ pub struct Swarm {
     /// now and then pick from the runs listed as failed (`EngineScenario::retry_failed`).
     /// Revision 3: their paid calls have a price and their runs a budget drawn for it
     /// (`EngineScenario::priced`), so some runs settle `exhausted`, and `queue`'s operators
-    /// now and then pause between an audit and its repair (`QueueShared::review_repairs`).
+    /// now and then pause between an audit and its repair (`QueueShared::review_repairs`), and
+    /// each `edges` round ends with an unleased writer on a run nobody leases.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub workload: u32,
 }
