@@ -100,6 +100,7 @@ pub const ALL: &[Property] = &[
     workers::A_PARKED_RUN_STAYS_PARKED,
     workers::A_TAKEN_LEASE_IS_GIVEN_BACK,
     workers::A_BRIEF_LEASE_IS_GIVEN_BACK_FIRST,
+    workers::A_RETURNED_SEGMENT_GAVE_ITS_LEASE_BACK,
 ];
 
 /// The runs an engine actor started (a `Submitted` fact): the engine properties judge only

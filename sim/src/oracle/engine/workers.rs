@@ -419,6 +419,71 @@ fn a_brief_lease_is_given_back_first(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const A_RETURNED_SEGMENT_GAVE_ITS_LEASE_BACK: Property = Property {
+    name: "a_returned_segment_gave_its_lease_back",
+    expectation: Expectation::Always,
+    claim: "A segment that returned to its caller (a host's run or retry, a worker's drive: its outcome or a failure other than a crash) had given back the lease it ran under: when the identity's latest acquire of the run before the return was granted, a release of that grant by the identity was invoked before the return, whatever the segment met (a refused boot, a run deleted or recreated while its resume prepared, a settle failure; rulvar releases in a `finally`: docs/engine-model.md M3 step 8, 5.2).",
+    not_checked: "Segments whose process died (no return); acquires before the segment's start (its identity's latest submission or retry of the run, or sweep, before the return); brief leases of the operators (a_brief_lease_is_given_back_first); whether the release was applied (a released lease may already have lapsed or been taken).",
+    check: a_returned_segment_gave_its_lease_back,
+};
+
+fn a_returned_segment_gave_its_lease_back(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    let ix = j.index();
+    let facts = &j.history.facts;
+    for (i, f) in facts.iter().enumerate() {
+        let (run_id, how) = match &f.kind {
+            FactKind::Settled { run_id, status, .. } => (run_id, format!("settled {status}")),
+            FactKind::Failed { run_id, what, .. } if matches!(what.as_str(), "run" | "retry" | "drive") => {
+                (run_id, format!("returned its {what}'s failure"))
+            }
+            _ => continue,
+        };
+        if !runs.contains(run_id.as_str()) {
+            continue;
+        }
+        // The segment began at its identity's latest start before the return: the host's
+        // submission or retry of the run, or the worker's sweep. (A start refused at once, a
+        // second segment of a run already live in the engine, makes no call of its own.)
+        let began = facts[..i].iter().rfind(|g| {
+            (g.node, g.incarnation, g.owner.as_str()) == (f.node, f.incarnation, f.owner.as_str())
+                && match &g.kind {
+                    FactKind::Submitted { run_id: r, .. } | FactKind::Resumed { run_id: r, .. } => {
+                        r == run_id
+                    }
+                    FactKind::SweepBegan => true,
+                    _ => false,
+                }
+        });
+        let from = began.map_or(0, |g| g.invoked_before);
+        let process = ix.of_process(f.node, f.incarnation);
+        let before = &process[..process.partition_point(|c| c.id < f.invoked_before)];
+        let mine = |c: &&&Call| {
+            c.id >= from && c.run_id == *run_id && c.args.actor.as_deref() == Some(f.owner.as_str())
+        };
+        let Some(acquire) = before.iter().filter(mine).rfind(|c| c.op == OpKind::Acquire) else { continue };
+        let Some(lease) = acquire.granted.as_ref().filter(|_| acquire.outcome.is_ok()) else { continue };
+        let released = before
+            .iter()
+            .filter(mine)
+            .any(|c| c.id > acquire.id && c.op == OpKind::Release && c.lease.as_ref() == Some(lease));
+        if released {
+            continue;
+        }
+        out.push(Witness {
+            witness: format!(
+                "run {run_id}: {} was granted epoch {} at t={} and its segment {how} at t={} without having released it",
+                who(acquire),
+                lease.epoch.0,
+                t(acquire.invoked_ns),
+                t(f.at_ns),
+            ),
+            op: Some(acquire.op.as_str()),
+            call: Some(acquire.id),
+        });
+    }
+}
+
 pub const A_PARKED_RUN_STAYS_PARKED: Property = Property {
         name: "a_parked_run_stays_parked",
         expectation: Expectation::Always,
@@ -898,5 +963,47 @@ mod tests {
         let v = h.judge("a_stopped_worker_takes_no_run");
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].witness.contains("acquire run s"), "{}", v[0].witness);
+    }
+    #[test]
+    fn a_segment_that_returned_holding_its_lease_is_caught() {
+        let p = "a_returned_segment_gave_its_lease_back";
+        let resumed = FactKind::Resumed { run_id: "r".into(), workflow: "happy".into() };
+        let failed = FactKind::Failed {
+            run_id: "r".into(),
+            what: "retry".into(),
+            error: "deleted while it prepared".into(),
+        };
+        let actor = |h: &mut HistoryBuilder| {
+            for c in &mut h.h.calls {
+                c.args.actor = Some(
+                    c.args.owner.clone().or(c.lease.as_ref().map(|l| l.owner.clone())).unwrap_or_default(),
+                );
+            }
+        };
+        // A retry acquires, finds the run gone, and returns without a release.
+        let mut h = HistoryBuilder::engine_run();
+        h.fact(0, "h", resumed.clone());
+        h.acquire(0, "h", "r", 1);
+        actor(&mut h);
+        h.fact(0, "h", failed.clone());
+        let v = h.judge(p);
+        assert!(v.len() == 1 && v[0].witness.contains("granted epoch 1"), "{v:?}");
+        // With its release first: judged given back.
+        let mut h = HistoryBuilder::engine_run();
+        h.fact(0, "h", resumed.clone());
+        let a2 = h.acquire(0, "h", "r", 1);
+        h.push(0, crate::history::OpKind::Release, "r", Some(a2), Default::default(), None);
+        actor(&mut h);
+        h.fact(0, "h", failed.clone());
+        assert!(h.judge(p).is_empty());
+        // A second start refused at once while the first holds the run: its acquire came
+        // before this start, so it is not this segment's.
+        let mut h = HistoryBuilder::engine_run();
+        h.fact(0, "h", resumed.clone());
+        h.acquire(0, "h", "r", 1);
+        actor(&mut h);
+        h.fact(0, "h", resumed);
+        h.fact(0, "h", failed);
+        assert!(h.judge(p).is_empty(), "{:?}", h.judge(p));
     }
 }
