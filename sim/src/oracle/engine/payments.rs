@@ -11,7 +11,9 @@
 
 use std::collections::BTreeMap;
 
-use super::super::contract::{checkpoint_seq, checkpoint_turns, entry_views, receipt_of, run_of_ref};
+use super::super::contract::{
+    checkpoint_seq, checkpoint_turns, entry_views, receipt_of, run_of_ref, EntryView, JournalRefs,
+};
 use super::super::model::{t, who, Judged};
 use super::super::{Expectation, Property, Witness};
 use super::*;
@@ -545,6 +547,83 @@ pub const A_RUN_EXHAUSTS_AT_ITS_BUDGET: Property = Property {
         check: a_run_exhausts_at_its_budget,
 };
 
+pub const AN_EXHAUSTED_SETTLE_SAYS_WHERE_THE_BODY_STOPPED: Property = Property {
+        name: "an_exhausted_settle_says_where_the_body_stopped",
+        expectation: Expectation::Always,
+        claim: "A segment that settles its run exhausted while it holds the run keeps the workflow's value exactly when its body completed (docs/engine-model.md 3.1): with a value, no step or agent dispatch of the run is left without a terminal; without one, a paid call was refused, which leaves that agent's dispatch without a terminal (docs/engine-model.md P, stop 60), at a turn the agent's limits allowed (an agent at its limits ends with `limit` before any budget is asked: the turn a restore from its latest checkpoint would pay next).",
+        not_checked: "Segments of superseded holders; the limits of agents of a workflow the world does not know; a refusal whose dispatch a later holder ended before the settle.",
+        check: an_exhausted_settle_says_where_the_body_stopped,
+};
+
+fn an_exhausted_settle_says_where_the_body_stopped(j: &Judged, out: &mut Vec<Witness>) {
+    let workflows = catalog_workflows();
+    let (life, prog) = dispatches(j);
+    let ix = j.index();
+    let mut submitted: BTreeMap<&str, &str> = BTreeMap::new();
+    for f in &j.history.facts {
+        let (run_id, value, segment) = match &f.kind {
+            FactKind::Submitted { run_id, workflow } => {
+                submitted.insert(run_id, workflow);
+                continue;
+            }
+            FactKind::Settled { run_id, status, value, segment } if status == "exhausted" => {
+                (run_id, value, segment)
+            }
+            _ => continue,
+        };
+        if life.current_owner(run_id, f).is_none() {
+            continue;
+        }
+        let entries = ix.journal_before(run_id, f.applied_before);
+        let refs = JournalRefs::of(entries);
+        let open: Vec<&EntryView> = entries
+            .iter()
+            .filter(|e| matches!(e.kind.as_str(), "agent" | "step" | "child") && refs.dangling(e))
+            .collect();
+        let said = match (value.is_some(), open.last()) {
+            (true, Some(e)) => format!(
+                "with the workflow's value though its {} dispatch at seq {} has no terminal (the body did not complete)",
+                e.kind, e.seq
+            ),
+            (false, None) => "with no value though no dispatch was left without a terminal (a refused paid call leaves its agent's; a completed body keeps its value)".to_string(),
+            (true, None) => continue,
+            (false, Some(e)) => {
+                // The refused dispatch: its agent's next turn must be one its limits allow.
+                let name = e.key.splitn(3, ':').nth(2).unwrap_or_default();
+                let Some(spec) = submitted
+                    .get(run_id.as_str())
+                    .and_then(|w| workflows.get(*w))
+                    .and_then(|wf| wf.ops.iter().find(|o| field(o) == name))
+                else {
+                    continue;
+                };
+                let gen = life.generation(run_id, f.applied_before);
+                let restored = prog
+                    .saves
+                    .get(&(run_id.clone(), gen, e.seq))
+                    .and_then(|v| v.iter().filter(|(o, _, legit)| *o < f.applied_before && *legit).last())
+                    .map_or(0, |s| s.1);
+                if e.kind != "agent" || within_limits(spec, restored, false) {
+                    continue;
+                }
+                format!(
+                    "with no value, its agent {name} (dispatch seq {}) refused at turn {restored}, which its limits end with `limit` ({spec:?})",
+                    e.seq
+                )
+            }
+        };
+        out.push(Witness {
+            witness: format!(
+                "run {run_id}: n{}'s segment {segment} settled exhausted at t={} {said}",
+                f.node,
+                t(f.at_ns)
+            ),
+            op: None,
+            call: None,
+        });
+    }
+}
+
 /// The price of a paid call in this world, in cents: `None` when it is not priced.
 fn price(j: &Judged) -> Option<u64> {
     j.history.facts.iter().find_map(|f| match f.kind {
@@ -700,6 +779,41 @@ mod tests {
         let value = value.then(|| "{}".to_string());
         h.fact(1, "w", FactKind::Settled { run_id: "r".into(), status: status.into(), value, segment: 2 });
         h
+    }
+
+    #[test]
+    fn an_exhausted_settle_that_misstates_where_its_body_stopped_is_caught() {
+        use crate::history::FactKind;
+        let p = "an_exhausted_settle_says_where_the_body_stopped";
+        // Run r runs two_approvals; w's segment dispatches `revise` (seq 5) with `saved` turns
+        // checkpointed (or ends it with `ended`), then settles exhausted, with a value or not.
+        let run = |saved: Option<u32>, ended: bool, value: bool| {
+            let mut h = HistoryBuilder::default();
+            h.fact(0, "host", FactKind::Submitted { run_id: "r".into(), workflow: "two-approvals".into() });
+            let a = h.acquire(0, "w", "r", 1);
+            h.append(0, &a, "r", op_entry(5, "agent", "op:2:revise", "running", None));
+            if let Some(turns) = saved {
+                h.ckpt(0, &a, "r", 5, turns);
+            }
+            if ended {
+                h.append(0, &a, "r", op_entry(6, "agent", "op:2:revise", "limit", Some(5)));
+            }
+            let value = value.then(|| "{}".to_string());
+            h.fact(
+                0,
+                "w",
+                FactKind::Settled { run_id: "r".into(), status: "exhausted".into(), value, segment: 1 },
+            );
+            h.judge(p)
+        };
+        assert!(run(Some(2), false, false).is_empty(), "refused at turn 2, which revise may pay");
+        let v = run(Some(3), false, false);
+        assert!(v.len() == 1 && v[0].witness.contains("refused at turn 3"), "{v:?}");
+        let v = run(Some(1), false, true);
+        assert!(v.len() == 1 && v[0].witness.contains("has no terminal"), "{v:?}");
+        assert!(run(Some(3), true, true).is_empty(), "completed, value kept");
+        let v = run(Some(3), true, false);
+        assert!(v.len() == 1 && v[0].witness.contains("no dispatch was left"), "{v:?}");
     }
 
     #[test]
