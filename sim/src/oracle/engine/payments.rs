@@ -601,7 +601,7 @@ fn an_exhausted_settle_says_where_the_body_stopped(j: &Judged, out: &mut Vec<Wit
                 let restored = prog
                     .saves
                     .get(&(run_id.clone(), gen, e.seq))
-                    .and_then(|v| v.iter().filter(|(o, _, legit)| *o < f.applied_before && *legit).last())
+                    .and_then(|v| v.iter().rfind(|(o, _, legit)| *o < f.applied_before && *legit))
                     .map_or(0, |s| s.1);
                 if e.kind != "agent" || within_limits(spec, restored, false) {
                     continue;
