@@ -7,7 +7,8 @@
 //! contract calls malformed (empty, `.`, `..`, a slash, a space, a non-ASCII byte), and a
 //! meta and an entry that name one field twice (their `extra` repeats a named field). The
 //! round ends with a release or a leased delete (in plans of workload revision 3, after an
-//! unleased writer's appends, a repeated seq among them, on a run nobody leases). Before its first round each incarnation of
+//! unleased writer's appends, a repeated seq among them, on a run nobody leases, whose id
+//! the round's run id begins: the round's lease is tried on it first). Before its first round each incarnation of
 //! a process also builds two more stores over the same database and closes them unused: one
 //! with a lease ttl outside the contract's domain (0, negative, or above 2^31-1 ms) and one
 //! at its edge (1 or 2^31-1 ms), in a drawn order (L6).
@@ -188,7 +189,7 @@ impl Prober {
             self.probe(probe, run, &lease).await;
         }
         if self.unleased {
-            self.unleased_writer(&format!("{run}-solo")).await;
+            self.unleased_writer(&format!("{run}-solo"), &lease).await;
         }
         if self.pick(2) == 0 {
             let _ = self.patiently(|| self.store.release(&lease)).await;
@@ -204,9 +205,15 @@ impl Prober {
     /// rulvar's single-process mode on run `run`, which nobody leases: appends with no lease
     /// (FW4 lets them through while no lease is live), then one at a seq already written (the
     /// last, or one before it), which A5 refuses whether or not the write carries a lease,
-    /// then a load; and half the time an unleased delete.
-    async fn unleased_writer(&self, run: &str) {
+    /// then a load; and half the time an unleased delete. First, a write to `run` under
+    /// `other`, the round's lease of a run whose id is a prefix of `run`'s: the run-match rule
+    /// refuses it (a lease names one run, not the runs its id begins).
+    async fn unleased_writer(&self, run: &str, other: &Lease) {
         let entry = |seq: u64, tag: &str| JournalEntry::new(seq, "edge", "ok", json!({ "edge": tag }));
+        let stray = entry(1, "other-lease");
+        let _ = self.patiently(|| self.store.append(run, &stray, Some(other))).await;
+        let meta = RunMeta::new(run, RunStatus::Running);
+        let _ = self.patiently(|| self.store.put_meta(&meta, Some(other))).await;
         for seq in 1..=2 {
             let e = entry(seq, "solo");
             let _ = self.patiently(|| self.store.append(run, &e, None)).await;
