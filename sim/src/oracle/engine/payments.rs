@@ -664,7 +664,22 @@ fn spend_at<'h>(j: &Judged<'h>, price: u64, i: usize, run_id: &str) -> Option<Sp
     let boot = calls.iter().rfind(is_boot)?;
     let since = calls[..boot.id].iter().rfind(is_boot).map_or(0, |c| c.id + 1);
     let budget = meta_of(boot)?.raw.get("budgetUsd")?.as_u64()?.saturating_mul(100);
-    let receipts = match calls[since..boot.id].iter().rfind(|c| mine(c) && c.op == OpKind::Load) {
+    // The segment began at its identity's latest start before its boot: a fresh submission
+    // seeds nothing (a load before it read an earlier generation), a retry or a worker's
+    // sweep seeds from its load after the start.
+    let began = facts[..i].iter().rfind(|g| {
+        (g.node, g.incarnation, g.owner.as_str()) == (f.node, f.incarnation, f.owner.as_str())
+            && g.invoked_before <= boot.id
+            && match &g.kind {
+                FactKind::Submitted { run_id: r, .. } | FactKind::Resumed { run_id: r, .. } => r == run_id,
+                FactKind::SweepBegan => true,
+                _ => false,
+            }
+    });
+    let fresh = began.is_some_and(|g| matches!(g.kind, FactKind::Submitted { .. }));
+    let since = since.max(began.map_or(0, |g| g.invoked_before));
+    let load = calls[since..boot.id].iter().rfind(|c| mine(c) && c.op == OpKind::Load).filter(|_| !fresh);
+    let receipts = match load {
         None => 0,
         Some(load) => {
             let Some(Read::Entries(entries)) = &load.read else { return None };
@@ -828,6 +843,18 @@ mod tests {
         assert!(budgeted(2, 2, "ok", true).judge(p).is_empty(), "two receipts loaded, two calls");
         let v = budgeted(3, 2, "ok", true).judge(p);
         assert!(v.len() == 1 && v[0].witness.contains("3 receipts"), "{v:?}");
+        // A fresh submission seeds nothing: a load before it read an earlier generation.
+        let mut h = budgeted(3, 4, "ok", true);
+        let boot = h.h.calls.iter().position(|c| c.op == crate::history::OpKind::PutMeta).expect("a boot");
+        let submitted = crate::history::FactKind::Submitted { run_id: "r".into(), workflow: "happy".into() };
+        let mut fact = h.h.facts[0].clone();
+        fact.owner = "w".into();
+        fact.node = 1;
+        fact.invoked_before = boot;
+        fact.kind = submitted;
+        let at = h.h.facts.iter().position(|f| f.invoked_before > boot).expect("a later fact");
+        h.h.facts.insert(at, fact);
+        assert!(h.judge(p).is_empty(), "{:?}", h.judge(p));
         // Unpriced, nothing is judged.
         let mut h = budgeted(0, 9, "ok", true);
         h.h.facts.retain(|f| !matches!(f.kind, crate::history::FactKind::Priced { .. }));
