@@ -771,14 +771,16 @@ mod tests {
         h.fact(0, "", FactKind::Priced { cents: 25 });
         let entries = (0..loaded)
             .map(|i| {
-                let mut e = store::JournalEntry::new(
-                    i,
-                    "decision",
-                    "ok",
-                    serde_json::json!({"decisionType": "provider-call", "agentRef": 0}),
-                );
-                e.key = format!("pc:0:{i}");
-                e
+                // Spelled out field by field (no function of the system under test).
+                store::JournalEntry {
+                    seq: store::Seq(i),
+                    kind: "decision".into(),
+                    status: "ok".into(),
+                    key: format!("pc:0:{i}"),
+                    ref_seq: None,
+                    value: serde_json::json!({"decisionType": "provider-call", "agentRef": 0}),
+                    extra: serde_json::Map::new(),
+                }
             })
             .collect();
         h.read_meta(1, "w", "r");
