@@ -172,6 +172,36 @@ pub(in crate::oracle) fn own_calls_on<'h>(
         .collect()
 }
 
+/// The start of the segment that fact `facts[i]` (of run `run_id`) belongs to: the latest
+/// submission or retry of the run, or sweep, by the fact's identity (process incarnation and
+/// owner) among the facts before it invoked before call `upto`, skipping each start whose
+/// return (a `Settled` or `Failed` of the run by the identity) came before `facts[i]` (a
+/// second start refused at once, a double-clicked retry, returns before the first does).
+pub(super) fn segment_start<'h>(facts: &'h [Fact], i: usize, run_id: &str, upto: usize) -> Option<&'h Fact> {
+    let f = facts.get(i)?;
+    let mut returned = 0usize;
+    for g in facts[..i].iter().rev() {
+        if (g.node, g.incarnation, g.owner.as_str()) != (f.node, f.incarnation, f.owner.as_str()) {
+            continue;
+        }
+        match &g.kind {
+            FactKind::Settled { run_id: r, .. } | FactKind::Failed { run_id: r, .. } if r == run_id => {
+                returned += 1;
+            }
+            FactKind::Submitted { run_id: r, .. } | FactKind::Resumed { run_id: r, .. } if r == run_id => {
+                if returned > 0 {
+                    returned -= 1;
+                } else if g.invoked_before <= upto {
+                    return Some(g);
+                }
+            }
+            FactKind::SweepBegan if g.invoked_before <= upto => return Some(g),
+            _ => {}
+        }
+    }
+    None
+}
+
 /// The position of a call in the apply order (`usize::MAX` when the store noted none).
 pub(super) fn order(c: &Call) -> usize {
     c.applied.as_ref().map_or(usize::MAX, |a| a.order)

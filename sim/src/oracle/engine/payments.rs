@@ -667,15 +667,7 @@ fn spend_at<'h>(j: &Judged<'h>, price: u64, i: usize, run_id: &str) -> Option<Sp
     // The segment began at its identity's latest start before its boot: a fresh submission
     // seeds nothing (a load before it read an earlier generation), a retry or a worker's
     // sweep seeds from its load after the start.
-    let began = facts[..i].iter().rfind(|g| {
-        (g.node, g.incarnation, g.owner.as_str()) == (f.node, f.incarnation, f.owner.as_str())
-            && g.invoked_before <= boot.id
-            && match &g.kind {
-                FactKind::Submitted { run_id: r, .. } | FactKind::Resumed { run_id: r, .. } => r == run_id,
-                FactKind::SweepBegan => true,
-                _ => false,
-            }
-    });
+    let began = segment_start(facts, i, run_id, boot.id);
     let fresh = began.is_some_and(|g| matches!(g.kind, FactKind::Submitted { .. }));
     let since = since.max(began.map_or(0, |g| g.invoked_before));
     let load = calls[since..boot.id].iter().rfind(|c| mine(c) && c.op == OpKind::Load).filter(|_| !fresh);
@@ -857,6 +849,25 @@ mod tests {
         let at = h.h.facts.iter().position(|f| f.invoked_before > boot).expect("a later fact");
         h.h.facts.insert(at, fact);
         assert!(h.judge(p).is_empty(), "{:?}", h.judge(p));
+        // A retry double-clicked between the load and the boot returns at once: the segment
+        // still began at the first retry, and its load seeds the spend.
+        let mut h = budgeted(3, 2, "ok", true);
+        let boot = h.h.calls.iter().position(|c| c.op == crate::history::OpKind::PutMeta).expect("a boot");
+        let at = h.h.facts.iter().position(|f| f.invoked_before > boot).expect("a later fact");
+        let mut first = h.h.facts[0].clone();
+        (first.owner, first.node, first.invoked_before) = ("w".into(), 1, 0);
+        first.kind = crate::history::FactKind::Resumed { run_id: "r".into(), workflow: "happy".into() };
+        let mut second = first.clone();
+        second.invoked_before = boot;
+        let mut refused = second.clone();
+        refused.kind = crate::history::FactKind::Failed {
+            run_id: "r".into(),
+            what: "retry".into(),
+            error: "live".into(),
+        };
+        h.h.facts.splice(at..at, [second, refused]);
+        h.h.facts.insert(1, first);
+        assert_eq!(h.judge(p).len(), 1, "three receipts loaded, then two calls on a one-dollar budget");
         // Unpriced, nothing is judged.
         let mut h = budgeted(0, 9, "ok", true);
         h.h.facts.retain(|f| !matches!(f.kind, crate::history::FactKind::Priced { .. }));

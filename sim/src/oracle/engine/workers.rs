@@ -31,7 +31,7 @@
 use super::super::contract::Status;
 use super::super::model::{t, who, Judged};
 use super::super::{Expectation, Property, Witness};
-use super::{engine_runs, meta_of};
+use super::{engine_runs, meta_of, segment_start};
 use crate::history::{Call, Fact, FactKind, FaultKind, OpKind};
 
 /// One sweep of a worker process, read from its `SweepBegan` fact.
@@ -442,19 +442,9 @@ fn a_returned_segment_gave_its_lease_back(j: &Judged, out: &mut Vec<Witness>) {
         if !runs.contains(run_id.as_str()) {
             continue;
         }
-        // The segment began at its identity's latest start before the return: the host's
-        // submission or retry of the run, or the worker's sweep. (A start refused at once, a
-        // second segment of a run already live in the engine, makes no call of its own.)
-        let began = facts[..i].iter().rfind(|g| {
-            (g.node, g.incarnation, g.owner.as_str()) == (f.node, f.incarnation, f.owner.as_str())
-                && match &g.kind {
-                    FactKind::Submitted { run_id: r, .. } | FactKind::Resumed { run_id: r, .. } => {
-                        r == run_id
-                    }
-                    FactKind::SweepBegan => true,
-                    _ => false,
-                }
-        });
+        // The segment began at its identity's latest start before the return that had not
+        // returned yet: the host's submission or retry of the run, or the worker's sweep.
+        let began = segment_start(facts, i, run_id, usize::MAX);
         let from = began.map_or(0, |g| g.invoked_before);
         let process = ix.of_process(f.node, f.incarnation);
         let before = &process[..process.partition_point(|c| c.id < f.invoked_before)];
