@@ -157,6 +157,13 @@ pub struct EngineScenario {
     /// passes list every run, ended ones too, whose answers the engine must refuse. In plans
     /// that carry `Swarm::user_actors`.
     pub answers_running: bool,
+    /// Whether hosts also start `approval` runs and now and then abandon one of theirs they
+    /// see `suspended`: the user gives up on a pending approval and deletes the run with no
+    /// lease (rulvar's `deleteRun` does not look at the status; docs/engine-model.md 6.1).
+    /// A cascade cut there leaves a live run its deletion record names, which the next
+    /// worker to drive it must finish deleting (5.3). In plans of workload revision 4 or
+    /// later.
+    pub abandons: bool,
     /// The coverage goals a sweep must meet, each in a share of its seeds.
     pub coverage: &'static [Required],
 }
@@ -251,6 +258,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
     status_page: false,
     double_clicks: false,
     answers_running: true,
+    abandons: false,
     coverage: &[
         required("busy_met", 200),
         required("crash_after_commit", 30),
@@ -331,6 +339,7 @@ pub static QUEUE_SOLO: EngineScenario = EngineScenario {
     status_page: true,
     double_clicks: true,
     answers_running: true,
+    abandons: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 500),
         required("suspension_resolved", 300),
@@ -381,6 +390,7 @@ pub static F1_STALE_SETTLE: EngineScenario = EngineScenario {
     status_page: false,
     double_clicks: false,
     answers_running: false,
+    abandons: false,
     coverage: &[
         required("restarted_process_wrote", 40),
         required("run_resumed_by_a_later_segment", 150),
@@ -417,6 +427,7 @@ pub static F2_STALE_CHECKPOINT: EngineScenario = EngineScenario {
     status_page: false,
     double_clicks: false,
     answers_running: false,
+    abandons: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 150),
         required("superseded_write_refused", 120),
@@ -452,6 +463,7 @@ pub static F4_STALE_RETENTION: EngineScenario = EngineScenario {
     status_page: false,
     double_clicks: false,
     answers_running: false,
+    abandons: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 60),
         required("superseded_write_refused", 80),
@@ -463,6 +475,11 @@ pub static F4_STALE_RETENTION: EngineScenario = EngineScenario {
 /// Share (per mille) of `delete-cuts` seeds in which a resume is asked for a half-deleted
 /// run (measured over seeds 0..2000: 146 per mille).
 const CUT_RETRIED: u32 = 80;
+
+/// Share (per mille) of `delete-cuts` seeds in which a worker finishes a deletion cascade a
+/// host began and cut over a live run (workload revision 4, `EngineScenario::abandons`:
+/// measured 30 per mille over seeds 0..2000 and 28 over 2000..6000; about 0.1 before).
+const MARKED_FINISHED: u32 = 12;
 
 /// The deletion cascade's kill points and its retries (docs/engine-model.md 6.1): hosts delete
 /// their terminal runs and retry them, any host any run, with faults at the cascade's writes.
@@ -495,10 +512,12 @@ pub static DELETE_CUTS: EngineScenario = EngineScenario {
     status_page: false,
     double_clicks: false,
     answers_running: false,
+    abandons: true,
     coverage: &[
         required("busy_met", 300),
         required("crash_after_commit", 100),
         required("cut_cascade_then_retried", CUT_RETRIED),
+        required("holder_finished_a_marked_deletion", MARKED_FINISHED),
     ],
 };
 
@@ -544,6 +563,8 @@ pub struct QueueShared {
     pub double_clicks: bool,
     /// [`EngineScenario::answers_running`], in a plan that carries `Swarm::user_actors`.
     pub answers_running: bool,
+    /// [`EngineScenario::abandons`], in a plan of workload revision 4 or later.
+    pub abandons: bool,
     /// The runs a host's delete took (its cascade finished): the runs a `retry_deleted` host
     /// may retry with no meta to read.
     pub deleted: RefCell<BTreeSet<String>>,
@@ -797,8 +818,13 @@ impl Scenario for EngineScenario {
         let priced = self.priced && plan.swarm.workload >= 3;
         let mut budgets = rng(plan.seed, "budget", 0);
         // A plan of workload revision 0 draws from the workflows of its time.
-        let workflows: Vec<&str> =
+        let abandons = self.abandons && plan.swarm.workload >= 4;
+        let mut workflows: Vec<&str> =
             self.workflows.iter().copied().filter(|w| plan.swarm.workload >= 1 || *w != "survey").collect();
+        if abandons {
+            // Half the runs wait on an approval, so a host finds one suspended now and then.
+            workflows.extend(["approval", "approval"]);
+        }
         let runs = (0..plan.knobs.size)
             .map(|i| {
                 let name = workflows[r.between(0, workflows.len() as u64 - 1) as usize];
@@ -852,6 +878,7 @@ impl Scenario for EngineScenario {
             status_page: self.status_page,
             double_clicks: self.double_clicks,
             answers_running: self.answers_running && plan.swarm.user_actors,
+            abandons,
             deleted: RefCell::new(BTreeSet::new()),
             retrying: RefCell::new(BTreeMap::new()),
             pending: RefCell::new(BTreeMap::new()),
@@ -1035,6 +1062,8 @@ async fn node_body(node: NodeCtx) {
             let mut dcr = rng(sh.seed, "host-double-click", u64::from(index) << 32 | u64::from(incarnation));
             // Whether a tick looks at the failed runs first, and which of them: its own too.
             let mut fr = rng(sh.seed, "host-retry-failed", u64::from(index) << 32 | u64::from(incarnation));
+            // Whether the user abandons a suspended run of theirs: its own too.
+            let mut ar = rng(sh.seed, "host-abandon", u64::from(index) << 32 | u64::from(incarnation));
             // A host retries its own runs, or any run (`retry_any`); it deletes only its own.
             let mine: Vec<(RunSpec, bool)> = sh
                 .runs
@@ -1062,6 +1091,8 @@ async fn node_body(node: NodeCtx) {
                 };
                 // Whether the run was picked from the failed runs' list (which read its status).
                 let mut listed_failed = false;
+                // Whether the user gives up on the run, which it saw waiting on an approval.
+                let mut abandoning = false;
                 let (spec, own) = match joined {
                     Some(j) => j,
                     None => {
@@ -1112,6 +1143,14 @@ async fn node_body(node: NodeCtx) {
                 } else {
                     match engine.journal().get_meta(&spec.run_id).await {
                         Ok(Some(meta)) if meta.status.is_terminal() => {}
+                        Ok(Some(meta))
+                            if sh.abandons
+                                && *own
+                                && meta.status == RunStatus::Suspended
+                                && ar.chance(ABANDON_PER_MILLE) =>
+                        {
+                            abandoning = true;
+                        }
                         // A run its delete took, retried from a stale page.
                         Ok(None)
                             if sh.retry_deleted
@@ -1133,6 +1172,20 @@ async fn node_body(node: NodeCtx) {
                     // resolves (with `retry_any`, once its submitting host's handle has).
                     continue;
                 }
+                if abandoning {
+                    // Deleted with no lease: the user's page has none to pass.
+                    let alive = sh
+                        .in_flight(
+                            index,
+                            incarnation,
+                            host_delete(&engine, &sink, &sh, &spec.run_id, false, true),
+                        )
+                        .await;
+                    if !alive {
+                        return;
+                    }
+                    continue;
+                }
                 if sh.host_deletes
                     && *own
                     && joined.is_none()
@@ -1143,7 +1196,11 @@ async fn node_body(node: NodeCtx) {
                     // which recreates it).
                     let leased = !ur.chance(UNLEASED_DELETE_PER_MILLE);
                     let alive = sh
-                        .in_flight(index, incarnation, host_delete(&engine, &sink, &sh, &spec.run_id, leased))
+                        .in_flight(
+                            index,
+                            incarnation,
+                            host_delete(&engine, &sink, &sh, &spec.run_id, leased, false),
+                        )
                         .await;
                     if !alive {
                         return;
@@ -1709,6 +1766,10 @@ async fn failed_first<'m>(
     Ok(Some(failed[r.between(0, failed.len() as u64 - 1) as usize]))
 }
 
+/// Of an `abandons` host's ticks on a run of its own it reads `suspended`, the share that
+/// deletes it, per mille.
+const ABANDON_PER_MILLE: u32 = 750;
+
 /// Of a `retry_deleted` host's ticks on a run its delete took, the share that retries it,
 /// per mille.
 const RETRY_DELETED_PER_MILLE: u32 = 500;
@@ -1721,13 +1782,15 @@ const RESUBMIT_PER_MILLE: u32 = 400;
 /// (a held run is left alone), re-read the meta and delete only a run still terminal, with
 /// its blobs (the engine's cascade, the lease passed). Not `leased`: the same without the
 /// lease, so the store's unleased delete path (and its single transaction) meets the other
-/// writers. `false`: the process died.
+/// writers. `abandoned` (never leased): a run the user saw suspended and gave up on, deleted
+/// if its meta still reads terminal or suspended. `false`: the process died.
 async fn host_delete(
     engine: &SimEngine,
     sink: &FactSink,
     sh: &QueueShared,
     run_id: &str,
     leased: bool,
+    abandoned: bool,
 ) -> bool {
     let journal = engine.journal();
     let lease = if leased {
@@ -1747,7 +1810,7 @@ async fn host_delete(
         }
     };
     match journal.get_meta(run_id).await {
-        Ok(Some(m)) if m.status.is_terminal() => {}
+        Ok(Some(m)) if m.status.is_terminal() || (abandoned && m.status == RunStatus::Suspended) => {}
         Err(StoreError::Crashed { .. }) => return false,
         _ => return release().await,
     }

@@ -252,13 +252,15 @@ pub struct Swarm {
     /// Revision 3: their paid calls have a price and their runs a budget drawn for it
     /// (`EngineScenario::priced`), so some runs settle `exhausted`, and `queue`'s operators
     /// now and then pause between an audit and its repair (`QueueShared::review_repairs`), and
-    /// each `edges` round ends with an unleased writer on a run nobody leases.
+    /// each `edges` round ends with an unleased writer on a run nobody leases. Revision 4:
+    /// `delete-cuts`' hosts also start `approval` runs and now and then abandon one they see
+    /// suspended with an unleased delete (`EngineScenario::abandons`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub workload: u32,
 }
 
 /// The workload revision derived plans carry (see [`Swarm::workload`]).
-pub const WORKLOAD: u32 = 3;
+pub const WORKLOAD: u32 = 4;
 
 /// The share of drawn worker stops that derived plans deliver as interrupts, per mille.
 pub const INTERRUPT_PER_MILLE: u32 = 400;

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::contract::{is_deletion_record_put, EntryView, MetaView, Status};
+use super::contract::{is_deletion_record_put, record_names, EntryView, MetaView, Status};
 use super::engine::order;
 use super::model::{walk_grants, Judged};
 use crate::history::{Call, FactKind, FaultKind, OpKind, Outcome};
@@ -168,6 +168,11 @@ pub const GOALS: &[Goal] = &[
         name: "body_completed_over_its_budget",
         claim: "A segment settled a run exhausted with a value (its body completed with the last paid call spending the budget: settled_value_matches_workflow judged the value that survives).",
         check: body_completed_over_its_budget,
+    },
+    Goal {
+        name: "holder_finished_a_marked_deletion",
+        claim: "A journal delete under a lease of the run applied while the run's meta was live (running or suspended) and a deletion record put since the run's last delete named that meta's generation: a holder finished a deletion cascade another identity began and cut over a live run (docs/engine-model.md 5.3 and 6.1), which all_runs_settle_after_heal, holder_threads_its_lease and no_live_run_deleted had to judge.",
+        check: holder_finished_a_marked_deletion,
     },
     Goal {
         name: "census_listed_a_run_with_no_entry",
@@ -539,6 +544,29 @@ fn cut_cascade_then_retried(j: &Judged) -> bool {
         };
         !deletes.get(run).is_some_and(|d| d.iter().any(|&o| o > cut && o < f.applied_before))
     })
+}
+
+fn holder_finished_a_marked_deletion(j: &Judged) -> bool {
+    let runs = super::engine::engine_runs(j);
+    j.applied
+        .iter()
+        .filter(|c| c.op == OpKind::Delete && runs.contains(c.run_id.as_str()))
+        .filter(|c| c.lease.as_ref().is_some_and(|l| l.run_id == c.run_id))
+        .any(|c| {
+            let before = j.index().recorded_before(&c.run_id, order(c));
+            let since = before.iter().rposition(|d| d.op == OpKind::Delete).map_or(0, |i| i + 1);
+            let generation = &before[since..];
+            let Some(meta) = generation.iter().rev().find_map(|d| match d.op {
+                OpKind::PutMeta => MetaView::parse(d.args.payload.as_deref()?),
+                _ => None,
+            }) else {
+                return false;
+            };
+            matches!(meta.status, Status::Running | Status::Suspended)
+                && generation
+                    .iter()
+                    .any(|d| is_deletion_record_put(d) && record_names(d, meta.genesis.as_deref()))
+        })
 }
 
 fn census_listed_a_run_with_no_entry(j: &Judged) -> bool {

@@ -187,6 +187,13 @@ pub mod engine {
             c.seen_at = Some(self.h.applied_count);
             self.h.calls.push(c);
         }
+        /// A meta read by `actor` that found no meta (the run gone).
+        pub fn read_meta_gone(&mut self, node: u32, actor: &str, run: &str) {
+            self.read_meta(node, actor, run);
+            if let Some(c) = self.h.calls.last_mut() {
+                c.read = Some(crate::history::Read::Meta(None));
+            }
+        }
         pub fn acquire(&mut self, node: u32, owner: &str, run: &str, epoch: u64) -> Lease {
             let l = lease(run, owner, epoch);
             let args = Args { owner: Some(owner.into()), ..Args::default() };

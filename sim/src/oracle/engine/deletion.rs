@@ -250,7 +250,7 @@ fn listed_then_deleted(j: &Judged, c: &Call) -> bool {
 pub const DELETED_RUN_STAYS_DELETED: Property = Property {
         name: "deleted_run_stays_deleted",
         expectation: Expectation::Always,
-        claim: "After a run's journal delete applies, nothing writes the run again (journal, meta or blob) unless its host submitted or explicitly resumed it since: a deleted run is never resurrected by a worker or a stale holder.",
+        claim: "After a run's journal delete applies, nothing writes the run again (journal, meta or blob) unless its host submitted or explicitly resumed it since: a deleted run is never resurrected by a worker or a stale holder. A resume asks as of its prepare's meta read, and also as of its re-read under the lease when both reads saw the run gone (a retry of a gone run recreates it; one absence is not told from another).",
         not_checked: "Runs no engine actor started; writes that were refused; a put of the bare ref `<run>` (not one of the run's blobs: no listing returns it, T3).",
         check: deleted_run_stays_deleted,
 };
@@ -265,7 +265,10 @@ fn deleted_run_stays_deleted(j: &Judged, out: &mut Vec<Witness>) {
     // before a deletion whose prepare saw the deletion resumes the run as it is then (a
     // user's retry of a run that is gone), so its intent counts from what that read saw. Its
     // re-read under the lease does not move the intent: a run that vanished since the prepare
-    // is refused (docs/engine-model.md 1.2 and P), not brought back.
+    // is refused (docs/engine-model.md 1.2 and P), not brought back. Except where both reads
+    // saw the run gone: a retry of a gone run recreates it, and an absence has no generation
+    // to tell it from another (a run recreated and deleted again between the two reads is
+    // gone as the prepare saw it), so such a resume asks as of its re-read as well.
     let mut intents: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for f in &j.history.facts {
         match &f.kind {
@@ -285,17 +288,23 @@ fn deleted_run_stays_deleted(j: &Judged, out: &mut Vec<Witness>) {
                     .map(|c| c.id)
                     .min()
                     .unwrap_or(usize::MAX);
-                let read = j
+                let reads: Vec<&Call> = j
                     .history
                     .calls
                     .iter()
                     .filter(mine)
                     .filter(|c| c.op == OpKind::GetMeta && c.id < first_write && c.outcome.is_ok())
-                    .find_map(|c| c.seen_at);
-                intents
-                    .entry(run_id)
-                    .or_default()
-                    .push(read.map_or(f.applied_before, |r| r.max(f.applied_before)));
+                    .filter(|c| c.seen_at.is_some())
+                    .collect();
+                let read = reads.first().and_then(|c| c.seen_at);
+                let asks = intents.entry(run_id).or_default();
+                asks.push(read.map_or(f.applied_before, |r| r.max(f.applied_before)));
+                let gone = |c: &&Call| matches!(c.read, Some(Read::Meta(None)));
+                if let (Some(first), Some(last)) = (reads.first(), reads.last()) {
+                    if reads.len() > 1 && gone(first) && gone(last) {
+                        asks.extend(last.seen_at);
+                    }
+                }
             }
             _ => {}
         }
@@ -684,6 +693,36 @@ mod tests {
             h.meta(2, Some(&b), "r", RunStatus::Running, 1);
             let v = h.judge("deleted_run_stays_deleted");
             assert_eq!(v.len(), usize::from(caught), "prepared before the delete: {prepared_before}: {v:?}");
+        }
+    }
+
+    #[test]
+    fn a_retry_of_a_gone_run_may_recreate_it_after_a_generation_came_and_went() {
+        // The host's retry prepares from the run gone; another host's retry recreates it and
+        // the user deletes it again; the first retry's re-read under its lease sees it gone as
+        // its prepare did, and recreates it: the retry the user asked for, not a ghost. With
+        // no re-read (or one that did not see it gone), the write follows the second delete
+        // with no intent since: caught.
+        for (reread_gone, caught) in [(true, false), (false, true)] {
+            let mut h = HistoryBuilder::engine_run();
+            let a = h.acquire(0, "a", "r", 1);
+            h.meta(0, Some(&a), "r", RunStatus::Suspended, 1);
+            h.delete(0, None, "r");
+            h.fact(2, "host", FactKind::Resumed { run_id: "r".into(), workflow: "happy".into() });
+            h.read_meta_gone(2, "host", "r");
+            h.fact(0, "a", FactKind::Resumed { run_id: "r".into(), workflow: "happy".into() });
+            let b = h.acquire(0, "a", "r", 2);
+            h.meta(0, Some(&b), "r", RunStatus::Suspended, 1);
+            h.delete(0, None, "r");
+            let c = h.acquire(2, "host", "r", 3);
+            if reread_gone {
+                h.read_meta_gone(2, "host", "r");
+            } else {
+                h.read_meta(2, "host", "r");
+            }
+            h.meta(2, Some(&c), "r", RunStatus::Running, 1);
+            let v = h.judge("deleted_run_stays_deleted");
+            assert_eq!(v.len(), usize::from(caught), "re-read saw it gone: {reread_gone}: {v:?}");
         }
     }
 

@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 
 use super::contract::{checkpoint_seq, checkpoint_turns, EntryView, MetaView, Status};
-use super::model::{walk_grants, Judged};
+use super::model::{walk_grants, Index, Judged};
 use super::Property;
 use crate::history::{Call, Fact, FactKind, OpKind};
 
@@ -169,6 +169,17 @@ pub(in crate::oracle) fn own_calls_on<'h>(
                 && c.args.actor.as_deref() == Some(f.owner.as_str())
                 && c.run_id == run_id
         })
+        .collect()
+}
+
+/// The calls the identity of fact `f` (its process incarnation and owner) made on run
+/// `run_id` before the fact, in invocation order: the backward twin of [`own_calls_on`].
+pub(super) fn own_calls_before<'h>(ix: &Index<'h>, f: &Fact, run_id: &str) -> Vec<&'h Call> {
+    let process = ix.of_process(f.node, f.incarnation);
+    process[..process.partition_point(|c| c.id < f.invoked_before)]
+        .iter()
+        .copied()
+        .filter(|c| c.run_id == run_id && c.args.actor.as_deref() == Some(f.owner.as_str()))
         .collect()
 }
 

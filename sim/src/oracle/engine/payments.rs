@@ -652,17 +652,12 @@ struct Spend<'h> {
 fn spend_at<'h>(j: &Judged<'h>, price: u64, i: usize, run_id: &str) -> Option<Spend<'h>> {
     let facts = &j.history.facts;
     let f = facts.get(i)?;
-    let calls = &j.history.calls[..f.invoked_before.min(j.history.calls.len())];
-    let mine = |c: &Call| {
-        (c.node, c.incarnation) == (f.node, f.incarnation)
-            && c.args.actor.as_deref() == Some(f.owner.as_str())
-            && c.run_id == run_id
-    };
-    let is_boot = |c: &&Call| {
-        mine(c) && c.op == OpKind::PutMeta && meta_of(c).is_some_and(|m| m.status == Status::Running)
-    };
-    let boot = calls.iter().rfind(is_boot)?;
-    let since = calls[..boot.id].iter().rfind(is_boot).map_or(0, |c| c.id + 1);
+    let mine = own_calls_before(j.index(), f, run_id);
+    let is_boot =
+        |c: &&&Call| c.op == OpKind::PutMeta && meta_of(c).is_some_and(|m| m.status == Status::Running);
+    let at = mine.iter().rposition(|c| is_boot(&c))?;
+    let boot = mine[at];
+    let since = mine[..at].iter().rfind(is_boot).map_or(0, |c| c.id + 1);
     let budget = meta_of(boot)?.raw.get("budgetUsd")?.as_u64()?.saturating_mul(100);
     // The segment began at its identity's latest start before its boot: a fresh submission
     // seeds nothing (a load before it read an earlier generation), a retry or a worker's
@@ -670,7 +665,7 @@ fn spend_at<'h>(j: &Judged<'h>, price: u64, i: usize, run_id: &str) -> Option<Sp
     let began = segment_start(facts, i, run_id, boot.id);
     let fresh = began.is_some_and(|g| matches!(g.kind, FactKind::Submitted { .. }));
     let since = since.max(began.map_or(0, |g| g.invoked_before));
-    let load = calls[since..boot.id].iter().rfind(|c| mine(c) && c.op == OpKind::Load).filter(|_| !fresh);
+    let load = mine[..at].iter().rfind(|c| c.id >= since && c.op == OpKind::Load).filter(|_| !fresh);
     let receipts = match load {
         None => 0,
         Some(load) => {

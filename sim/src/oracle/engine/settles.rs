@@ -366,13 +366,7 @@ fn an_error_settle_follows_a_failed_call(j: &Judged, out: &mut Vec<Witness>) {
         if status != "error" || !runs.contains(run_id.as_str()) {
             continue;
         }
-        let process = j.index().of_process(f.node, f.incarnation);
-        let before = &process[..process.partition_point(|c| c.id < f.invoked_before)];
-        let mine: Vec<&Call> = before
-            .iter()
-            .copied()
-            .filter(|c| c.run_id == *run_id && c.args.actor.as_deref() == Some(f.owner.as_str()))
-            .collect();
+        let mine = own_calls_before(j.index(), f, run_id);
         let from = mine.iter().rposition(|c| c.op == OpKind::Acquire && c.outcome.is_ok()).unwrap_or(0);
         if mine[from..].iter().any(|c| c.outcome.refusal().is_some()) {
             continue;

@@ -31,7 +31,7 @@
 use super::super::contract::Status;
 use super::super::model::{t, who, Judged};
 use super::super::{Expectation, Property, Witness};
-use super::{engine_runs, meta_of, segment_start};
+use super::{engine_runs, meta_of, own_calls_before, segment_start};
 use crate::history::{Call, Fact, FactKind, FaultKind, OpKind};
 
 /// One sweep of a worker process, read from its `SweepBegan` fact.
@@ -446,16 +446,12 @@ fn a_returned_segment_gave_its_lease_back(j: &Judged, out: &mut Vec<Witness>) {
         // returned yet: the host's submission or retry of the run, or the worker's sweep.
         let began = segment_start(facts, i, run_id, usize::MAX);
         let from = began.map_or(0, |g| g.invoked_before);
-        let process = ix.of_process(f.node, f.incarnation);
-        let before = &process[..process.partition_point(|c| c.id < f.invoked_before)];
-        let mine = |c: &&&Call| {
-            c.id >= from && c.run_id == *run_id && c.args.actor.as_deref() == Some(f.owner.as_str())
-        };
-        let Some(acquire) = before.iter().filter(mine).rfind(|c| c.op == OpKind::Acquire) else { continue };
+        let mine = own_calls_before(ix, f, run_id);
+        let mine = &mine[mine.partition_point(|c| c.id < from)..];
+        let Some(acquire) = mine.iter().rfind(|c| c.op == OpKind::Acquire) else { continue };
         let Some(lease) = acquire.granted.as_ref().filter(|_| acquire.outcome.is_ok()) else { continue };
-        let released = before
+        let released = mine
             .iter()
-            .filter(mine)
             .any(|c| c.id > acquire.id && c.op == OpKind::Release && c.lease.as_ref() == Some(lease));
         if released {
             continue;
