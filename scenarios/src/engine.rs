@@ -161,8 +161,9 @@ pub struct EngineScenario {
     /// see `suspended`: the user gives up on a pending approval and deletes the run with no
     /// lease (rulvar's `deleteRun` does not look at the status; docs/engine-model.md 6.1).
     /// A cascade cut there leaves a live run its deletion record names, which the next
-    /// worker to drive it must finish deleting (5.3). In plans of workload revision 4 or
-    /// later.
+    /// worker to drive it must finish deleting (5.3), the odd nodes' default workers (no
+    /// retention) too: with it, only the even nodes' workers apply retention. In plans of
+    /// workload revision 4 or later.
     pub abandons: bool,
     /// The coverage goals a sweep must meet, each in a share of its seeds.
     pub coverage: &'static [Required],
@@ -867,7 +868,9 @@ impl Scenario for EngineScenario {
             host_deletes: self.host_deletes,
             solo_worker: self.solo_worker,
             retention: self.retention,
-            retention_on_even_nodes: self.retention_on_even_nodes,
+            // An abandoned run's cut cascade is finished by whichever worker drives it next:
+            // rulvar's default worker (no retention) on the odd nodes as well.
+            retention_on_even_nodes: self.retention_on_even_nodes || abandons,
             wrong_workflows: self.wrong_workflows,
             retry_any: self.retry_any,
             redeliveries: self.redeliveries,
