@@ -596,6 +596,92 @@ fn no_boot_of_a_recorded_generation(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const A_DRIVE_FINISHES_A_MARKED_DELETION: Property = Property {
+        name: "a_drive_finishes_a_marked_deletion",
+        expectation: Expectation::Always,
+        claim: "A worker whose sweep acquired a run, read its meta under that lease and then read the run's deletion record naming that meta's generation (a deletion cascade began on it and was cut) deletes the run before it releases the lease: only a deletion finishes a marked run, and its drive is the one holder left to do it, whether or not the worker has a retention duty (docs/engine-model.md 5.3 and 6.1).",
+        not_checked: "Drives one of whose calls on the run failed after the record read (the cascade may stop there), or whose process died before a release (the next holder inherits the duty); host and operator resumes (they refuse a marked run and leave it to a deletion); records or metas the oracle cannot read.",
+        check: a_drive_finishes_a_marked_deletion,
+};
+
+fn a_drive_finishes_a_marked_deletion(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    // Each identity's sweeps, as [began, ended) in invocation positions.
+    let mut sweeps: BTreeMap<(u32, u32, &str), Vec<(usize, usize)>> = BTreeMap::new();
+    for f in &j.history.facts {
+        let spans = sweeps.entry((f.node, f.incarnation, f.owner.as_str())).or_default();
+        match f.kind {
+            FactKind::SweepBegan => spans.push((f.invoked_before, usize::MAX)),
+            FactKind::SweepEnded => {
+                if let Some(open) = spans.last_mut().filter(|s| s.1 == usize::MAX) {
+                    open.1 = f.invoked_before;
+                }
+            }
+            _ => {}
+        }
+    }
+    let ix = j.index();
+    for a in &j.history.calls {
+        let (Some(lease), Some(owner)) = (&a.granted, a.args.actor.as_deref()) else { continue };
+        if a.op != OpKind::Acquire || !a.outcome.is_ok() || !runs.contains(a.run_id.as_str()) {
+            continue;
+        }
+        let in_sweep = sweeps
+            .get(&(a.node, a.incarnation, owner))
+            .is_some_and(|v| v.iter().any(|&(b, e)| b <= a.id && a.id < e));
+        if !in_sweep {
+            continue;
+        }
+        let process = ix.of_process(a.node, a.incarnation);
+        let tenure: Vec<&Call> = process[process.partition_point(|c| c.id <= a.id)..]
+            .iter()
+            .copied()
+            .filter(|c| c.run_id == a.run_id && c.args.actor.as_deref() == Some(owner))
+            .collect();
+        let Some(end) =
+            tenure.iter().position(|c| c.op == OpKind::Release && c.lease.as_ref() == Some(lease))
+        else {
+            continue;
+        };
+        let (tenure, release) = (&tenure[..end], tenure[end]);
+        let mut genesis: Option<Option<&str>> = None;
+        let mut found = None;
+        for (k, c) in tenure.iter().enumerate() {
+            match (&c.op, &c.read) {
+                (OpKind::GetMeta, Some(Read::Meta(m))) => genesis = m.as_ref().map(|m| m.genesis.as_deref()),
+                (OpKind::BlobGet, Some(Read::Blob(Some(bytes))))
+                    if c.args.blob_ref.as_deref() == Some(a.run_id.as_str())
+                        && genesis.is_some_and(|g| bytes.as_slice() == g.unwrap_or_default().as_bytes()) =>
+                {
+                    found = Some(k);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let Some(k) = found else { continue };
+        let rest = &tenure[k + 1..];
+        if rest.iter().any(|c| c.op == OpKind::Delete || !c.outcome.is_ok()) {
+            continue;
+        }
+        let read = tenure[k];
+        out.push(Witness {
+            witness: format!(
+                "run {}: {} acquired it in a sweep at t={} (epoch {}), read at t={} its deletion record naming the generation of the meta it read ({:?}), and released the lease at t={} without deleting the run",
+                a.run_id,
+                who(a),
+                t(a.invoked_ns),
+                lease.epoch.0,
+                t(read.invoked_ns),
+                genesis.flatten().unwrap_or_default(),
+                t(release.invoked_ns),
+            ),
+            op: Some(read.op.as_str()),
+            call: Some(read.id),
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -694,6 +780,76 @@ mod tests {
             let v = h.judge("deleted_run_stays_deleted");
             assert_eq!(v.len(), usize::from(caught), "prepared before the delete: {prepared_before}: {v:?}");
         }
+    }
+
+    /// A worker's sweep acquires run `r` (epoch 2) whose deletion record names the meta's
+    /// generation `g1`, reads the meta and then the record (as a drive's resume does), then
+    /// `finish` (what it does under the lease), then releases; every call of the worker
+    /// says who it is.
+    fn marked_drive(
+        sweep: bool,
+        record: &[u8],
+        finish: impl Fn(&mut HistoryBuilder, &store::Lease),
+    ) -> HistoryBuilder {
+        use crate::history::{Args, OpKind, Read};
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "host", "r", 1);
+        h.meta_with(0, Some(&a), "r", RunStatus::Suspended, 1, serde_json::json!({"genesis": "g1"}));
+        let args = Args { blob_ref: Some("r".into()), bytes: Some(b"g1".to_vec()), ..Args::default() };
+        h.push(0, OpKind::BlobPut, "r", None, args, None);
+        if sweep {
+            h.fact(1, "worker", FactKind::SweepBegan);
+        }
+        let from = h.h.calls.len();
+        let b = h.acquire(1, "worker", "r", 2);
+        h.read_meta(1, "worker", "r");
+        let meta = store::RunMeta {
+            run_id: "r".into(),
+            status: RunStatus::Suspended,
+            updated_at: None,
+            segments: Some(1),
+            genesis: Some("g1".into()),
+            name: None,
+            tags: None,
+            workflow_name: None,
+            workflow_hash: None,
+            workflow_source_ref: None,
+            extra: Default::default(),
+        };
+        h.h.calls.last_mut().unwrap().read = Some(Read::Meta(Some(meta)));
+        h.read_meta(1, "worker", "r");
+        let get = h.h.calls.last_mut().unwrap();
+        (get.op, get.args.blob_ref, get.read) =
+            (OpKind::BlobGet, Some("r".into()), Some(Read::Blob(Some(record.to_vec()))));
+        finish(&mut h, &b);
+        h.push(1, OpKind::Release, "r", Some(b), Args::default(), None);
+        for c in &mut h.h.calls[from..] {
+            c.args.actor = Some("worker".into());
+        }
+        if sweep {
+            h.fact(1, "worker", FactKind::SweepEnded);
+        }
+        h
+    }
+
+    #[test]
+    fn a_drive_that_releases_a_marked_run_without_deleting_it_is_caught() {
+        let p = "a_drive_finishes_a_marked_deletion";
+        let v = marked_drive(true, b"g1", |_, _| {}).judge(p);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("without deleting the run"), "{}", v[0].witness);
+        // The drive that finishes the deletion under its lease; a record naming another
+        // generation (the run is not marked); the same reads outside a sweep (an operator's
+        // resume, which refuses and leaves it); a delete of the drive that failed.
+        assert!(marked_drive(true, b"g1", |h, l| h.delete(1, Some(l), "r")).judge(p).is_empty());
+        assert!(marked_drive(true, b"g0", |_, _| {}).judge(p).is_empty());
+        assert!(marked_drive(false, b"g1", |_, _| {}).judge(p).is_empty());
+        let failed = marked_drive(true, b"g1", |h, l| {
+            h.blob_delete(1, Some(l), "r", "r/ckpt/1");
+            h.h.calls.last_mut().unwrap().outcome =
+                crate::history::Outcome::Err { code: "busy".into(), message: String::new() };
+        });
+        assert!(failed.judge(p).is_empty());
     }
 
     #[test]
