@@ -604,10 +604,13 @@ pub const A_DRIVE_FINISHES_A_MARKED_DELETION: Property = Property {
         check: a_drive_finishes_a_marked_deletion,
 };
 
+/// An engine identity: its process (node, incarnation) and owner.
+type Identity<'h> = (u32, u32, &'h str);
+
 fn a_drive_finishes_a_marked_deletion(j: &Judged, out: &mut Vec<Witness>) {
     let runs = engine_runs(j);
     // Each identity's sweeps, as [began, ended) in invocation positions.
-    let mut sweeps: BTreeMap<(u32, u32, &str), Vec<(usize, usize)>> = BTreeMap::new();
+    let mut sweeps: BTreeMap<Identity, Vec<(usize, usize)>> = BTreeMap::new();
     for f in &j.history.facts {
         let spans = sweeps.entry((f.node, f.incarnation, f.owner.as_str())).or_default();
         match f.kind {
