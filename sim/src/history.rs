@@ -246,6 +246,10 @@ pub struct FinalState {
     pub blobs: BTreeMap<String, Vec<u8>>,
     /// Set when the schema never came up (no boot succeeded).
     pub missing_schema: bool,
+    /// The database file's page size and journal mode at the end, as a plain connection
+    /// reads them (`PRAGMA page_size`, `PRAGMA journal_mode`); `None` where unread.
+    pub page_size: Option<u32>,
+    pub journal_mode: Option<String>,
 }
 
 /// What the store applied for a call, noted at its after-commit fault point.

@@ -119,6 +119,7 @@ pub fn execute_with(
             contiguous_seqs: scenario.contiguous_seqs(),
             ttl_ms: Some(plan.knobs.ttl_ms),
             retention: scenario.retention_rule(),
+            page_size: Some(crate::world::SIM_PAGE_SIZE),
         },
     );
     let mut violations = assessment.violations;

@@ -57,6 +57,9 @@ pub struct Expect {
     /// The rule the scenario's queue workers apply retention by (judged by
     /// `retention_deletes_what_its_rule_selects`); `None`: no worker applies retention.
     pub retention: Option<RetentionRule>,
+    /// The page size the stores were asked to create the database file with (judged by
+    /// `database_file_keeps_its_options`); `None`: SQLite's default, not judged.
+    pub page_size: Option<u32>,
 }
 
 /// A retention rule, declared by the scenario as data: the workers apply it through a

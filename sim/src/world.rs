@@ -156,6 +156,8 @@ pub fn read_final(conn: &Connection) -> rusqlite::Result<FinalState> {
         let (r, d) = row?;
         f.blobs.insert(r, d);
     }
+    f.page_size = conn.query_row("PRAGMA page_size", [], |r| r.get::<_, u32>(0)).ok();
+    f.journal_mode = conn.query_row("PRAGMA journal_mode", [], |r| r.get::<_, String>(0)).ok();
     Ok(f)
 }
 

@@ -41,6 +41,13 @@ pub const ALL: &[Property] = &[
         not_checked: "Runs in which no boot succeeded.",
         check: schema_survives,
     },
+    Property {
+        name: "database_file_keeps_its_options",
+        expectation: Expectation::Always,
+        claim: "Once any process has constructed its store, the database file is in WAL mode (the contract's journal mode, docs/store-contract.md 2) and has the page size the stores were asked to create it with: SQLite fixes a file's page size at its first write, so the size must be set before the WAL switch writes the header.",
+        not_checked: "Runs in which no boot succeeded; the page size where the world asked for none; synchronous (no power loss is simulated, so it changes nothing a run can observe).",
+        check: database_file_keeps_its_options,
+    },
 ];
 
 fn row_text(r: Option<&LeaseRow>) -> String {
@@ -190,6 +197,38 @@ fn schema_survives(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+fn database_file_keeps_its_options(j: &Judged, out: &mut Vec<Witness>) {
+    if j.fin.missing_schema {
+        return;
+    }
+    let Some(boot) = j.history.calls.iter().find(|c| c.op == OpKind::Boot && c.outcome.is_ok()) else {
+        return;
+    };
+    let mode = j.fin.journal_mode.as_deref().map(str::to_ascii_lowercase);
+    if let Some(mode) = mode.filter(|m| m != "wal") {
+        out.push(
+            Witness::new(format!(
+                "the database file is in journal mode {mode:?} at the end, not WAL (n{} constructed its store at t={})",
+                boot.node,
+                t(boot.invoked_ns)
+            ))
+            .on(boot.op, boot.id),
+        );
+    }
+    if let (Some(want), Some(got)) = (j.expect.page_size, j.fin.page_size) {
+        if want != got {
+            out.push(
+                Witness::new(format!(
+                    "the database file has {got}-byte pages at the end, though every store was asked to create it with {want}-byte pages (n{} constructed the first at t={})",
+                    boot.node,
+                    t(boot.invoked_ns)
+                ))
+                .on(boot.op, boot.id),
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! Each end-state property fails on a minimal history and passes its lawful twin.
@@ -314,5 +353,35 @@ mod tests {
         assert!(judge(&h, &FinalState::default(), "schema_survives").is_empty());
         boot.outcome = Outcome::Err { code: "busy".into(), message: String::new() };
         assert!(judge(&history(vec![boot]), &fin, "schema_survives").is_empty());
+    }
+
+    #[test]
+    fn a_database_file_with_other_pages_or_journal_mode_is_caught() {
+        let name = "database_file_keeps_its_options";
+        let mut boot = applied(0, OpKind::Boot, 0, None);
+        boot.applied = None;
+        let h = history(vec![boot.clone()]);
+        let expect = Expect { page_size: Some(1024), ..Expect::default() };
+        let judged = |fin: &FinalState| {
+            let j = Judged::build(&h, fin, expect);
+            ALL.iter().find(|p| p.name == name).expect("property").judge(&j)
+        };
+        let file = |page: u32, mode: &str| FinalState {
+            page_size: Some(page),
+            journal_mode: Some(mode.into()),
+            ..FinalState::default()
+        };
+        assert!(judged(&file(1024, "wal")).is_empty());
+        let v = judged(&file(4096, "wal"));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("4096-byte pages"), "{}", v[0].witness);
+        let v = judged(&file(1024, "delete"));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("not WAL"), "{}", v[0].witness);
+        // No boot, or no schema: nothing to judge; no page size asked: only the mode.
+        assert!(judge(&history(vec![]), &file(4096, "delete"), name).is_empty());
+        let lost = FinalState { missing_schema: true, ..file(4096, "delete") };
+        assert!(judged(&lost).is_empty());
+        assert!(judge(&h, &file(4096, "wal"), name).is_empty());
     }
 }

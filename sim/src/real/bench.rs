@@ -128,6 +128,7 @@ fn sim_rate(scenario: &'static dyn Scenario, o: &BenchOptions) -> Result<(u64, u
                             contiguous_seqs: scenario.contiguous_seqs(),
                             ttl_ms: None,
                             retention: scenario.retention_rule(),
+                            page_size: Some(crate::world::SIM_PAGE_SIZE),
                         };
                         let passed = run.scenario_violations.is_empty()
                             && judge(&run.history, &run.fin, expect).is_empty();
