@@ -645,7 +645,7 @@ fn one_ok_settle_per_completed_run(j: &Judged, out: &mut Vec<Witness>) {
 pub const SETTLED_VALUE_MATCHES_WORKFLOW: Property = Property {
     name: "settled_value_matches_workflow",
     expectation: Expectation::Always,
-    claim: "Every segment that settles ok returns exactly the workflow's value in this world, and so does one that settles exhausted with a value (a budget spent by the body's last paid call: docs/engine-model.md 3.1, the value survives).",
+    claim: "Every segment that settles ok returns exactly the workflow's value in this world, and so does one that settles exhausted with a value (a budget spent by the body's last paid call: docs/engine-model.md 3.1, the value survives). A segment that settles error, cancelled or suspended returns no value: a failing body has none, an aborted run's value is dropped (3.1), and the flush barrier turns a lost append's ok into an error result (3.2 step 3).",
     not_checked: "Values of runs whose workflow the world does not know; whether an exhausted segment should have carried a value (its body completed) or not (a paid call was refused).",
     check: settled_value_matches_workflow,
 };
@@ -678,6 +678,19 @@ fn settled_value_matches_workflow(j: &Judged, out: &mut Vec<Witness>) {
                         call: None,
                     });
                 }
+            }
+            FactKind::Settled { run_id, status, value: Some(value), segment }
+                if matches!(status.as_str(), "error" | "cancelled" | "suspended") =>
+            {
+                out.push(Witness {
+                    witness: format!(
+                        "run {run_id}: n{}'s segment {segment} settled {status} at t={} with the value {value} (a run that settles {status} returns none)",
+                        f.node,
+                        t(f.at_ns),
+                    ),
+                    op: None,
+                    call: None,
+                });
             }
             _ => {}
         }
@@ -1129,5 +1142,27 @@ mod tests {
             FactKind::Settled { run_id: "r".into(), status: "ok".into(), value: Some(bad), segment: 2 },
         );
         assert_eq!(h.judge("settled_value_matches_workflow").len(), 1);
+    }
+
+    #[test]
+    fn a_failing_settle_that_returns_a_value_is_caught() {
+        let good = json!({"one": "alpha", "two": "beta"}).to_string();
+        for (status, value, caught) in [
+            ("error", Some(good.clone()), true),
+            ("cancelled", Some(good.clone()), true),
+            ("suspended", Some(good.clone()), true),
+            ("error", None, false),
+            ("exhausted", None, false),
+        ] {
+            let mut h = HistoryBuilder::engine_run();
+            h.fact(0, "a", FactKind::Submitted { run_id: "r".into(), workflow: "happy".into() });
+            h.fact(
+                0,
+                "a",
+                FactKind::Settled { run_id: "r".into(), status: status.into(), value, segment: 1 },
+            );
+            let v = h.judge("settled_value_matches_workflow");
+            assert_eq!(v.len(), usize::from(caught), "{status}: {v:?}");
+        }
     }
 }
