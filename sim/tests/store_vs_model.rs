@@ -21,6 +21,7 @@ use futures::executor::block_on;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed};
 use serde_json::{Map, Value};
+use sim::oracle::contract::{filter_matches, MetaView};
 use sim::oracle::reference::{Answer, Call, Reference, Refusal, Surfaces, SEQ_LIMIT};
 use store::{
     Epoch, InMemoryStore, InMemoryTranscriptStore, JournalEntry, JournalStore, LeasableStore, Lease,
@@ -1017,6 +1018,18 @@ proptest! {
         if let Err(e) = run_sequence(&subject, &ops) {
             return Err(TestCaseError::fail(e));
         }
+    }
+
+    /// The store crate's shared predicate (`RunFilter::matches`, rulvar's `metaMatchesFilter`,
+    /// which callers filter with after a store's `statuses` superset) answers exactly as the
+    /// contract's own reading of it does (docs/store-contract.md 1.3: `statuses: []` alone
+    /// matches nothing): a listing may over-match, the predicate may not.
+    #[test]
+    fn the_shared_filter_predicate_agrees_with_the_contract(f in filter_pick(), b in meta_body()) {
+        let (f, m) = (filter(&f), meta("run-1".into(), &b));
+        let text = serde_json::to_string(&m).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let view = MetaView::parse(&text).ok_or_else(|| TestCaseError::fail(format!("unreadable meta {text}")))?;
+        prop_assert_eq!(f.matches(&m), filter_matches(&f, &view), "filter {:?} over meta {}", f, text);
     }
 }
 
