@@ -1380,6 +1380,38 @@ proptest! {
 /// The generator is not vacuous: over the default sequences, run against the model alone,
 /// every kind of answer the differential tests compare occurs, and the clock lands exactly
 /// on a lease's expiry instant.
+/// `SqliteOptions::page_size`'s domain is SQLite's (a power of two in 512..=65536): a size in
+/// it opens a new file with exactly that page size (read back through a plain connection), a
+/// size outside it is refused with `Config` before the file exists.
+#[test]
+fn page_sizes_in_sqlites_domain_open_and_others_are_refused() {
+    let sizes = [0u32, 256, 511, 512, 768, 1024, 1000, 4096, 32768, 65535, 65536, 131072];
+    for size in sizes {
+        let dir = temp_dir();
+        let path = dir.path().join("store.db");
+        let env = Rc::new(ManualEnv::new(ManualClock::starting_at(T0)));
+        let options = SqliteOptions::new(&path).ttl_ms(TTL_MS).synchronous(Synchronous::Off).page_size(size);
+        let opened = block_on(SqliteStore::open(options, env));
+        let in_domain = (512..=65536).contains(&size) && size.is_power_of_two();
+        match opened {
+            Ok(_) => {
+                assert!(in_domain, "page size {size} outside SQLite's domain was accepted");
+                let conn = rusqlite::Connection::open(&path).expect("open the file");
+                let got: u32 = conn.query_row("PRAGMA page_size", [], |r| r.get(0)).expect("page size");
+                assert_eq!(got, size, "a new file opened with page size {size} has {got}-byte pages");
+            }
+            Err(e) => {
+                assert!(!in_domain, "page size {size} in SQLite's domain was refused: {e}");
+                assert!(
+                    matches!(e, StoreError::Config(_)),
+                    "page size {size}: refused with {e:?}, not Config"
+                );
+                assert!(!path.exists(), "page size {size}: refused, yet the file exists");
+            }
+        }
+    }
+}
+
 #[test]
 fn generated_sequences_reach_every_kind_of_answer() {
     use proptest::strategy::ValueTree;
