@@ -17,13 +17,56 @@ use super::model::{t, Judged};
 use super::{Expectation, Property, Witness};
 use crate::history::{describe_call, Call, OpKind, Outcome};
 
-pub const ALL: &[Property] = &[Property {
-    name: "holder_threads_its_lease",
-    expectation: Expectation::Always,
-    claim: "Every mutation (append, meta write, delete, blob put or delete) an identity makes of a run while it holds that run's current grant carries that grant's lease.",
-    not_checked: "Calls whose actor is not recorded (store-level actors); whether the lease was still live by the clock (a holder past its expiry must still pass it, but a lapse alone is not judged).",
-    check: holder_threads_its_lease,
-}];
+pub const ALL: &[Property] = &[
+    Property {
+        name: "holder_threads_its_lease",
+        expectation: Expectation::Always,
+        claim: "Every mutation (append, meta write, delete, blob put or delete) an identity makes of a run while it holds that run's current grant carries that grant's lease.",
+        not_checked: "Calls whose actor is not recorded (store-level actors); whether the lease was still live by the clock (a holder past its expiry must still pass it, but a lapse alone is not judged).",
+        check: holder_threads_its_lease,
+    },
+    Property {
+        name: "no_call_under_a_released_lease",
+        expectation: Expectation::Always,
+        claim: "Once an identity's release of a grant returned ok, the identity invokes no further call carrying that grant: a released lease is given up, and its work under the lease (a segment's settle, a retention or repair under a brief lease) comes before its release (docs/engine-model.md 1.4, 5.2).",
+        not_checked: "Calls whose actor is not recorded (store-level actors use released leases on purpose); calls invoked while the release was still in flight; releases that failed or whose process died.",
+        check: no_call_under_a_released_lease,
+    },
+];
+
+fn no_call_under_a_released_lease(j: &Judged, out: &mut Vec<Witness>) {
+    let ix = j.index();
+    for r in &j.history.calls {
+        let (Some(lease), Some(actor), Some(returned)) = (&r.lease, r.args.actor.as_deref(), r.returned_ns)
+        else {
+            continue;
+        };
+        if r.op != OpKind::Release || !r.outcome.is_ok() {
+            continue;
+        }
+        let process = ix.of_process(r.node, r.incarnation);
+        let after = &process[process.partition_point(|c| c.id <= r.id)..];
+        let again = after.iter().find(|c| {
+            c.invoked_ns >= returned
+                && c.args.actor.as_deref() == Some(actor)
+                && c.lease.as_ref() == Some(lease)
+        });
+        if let Some(c) = again {
+            out.push(Witness {
+                witness: format!(
+                    "{actor} released its lease on run {} (epoch {}) at t={} and then invoked {} at t={} carrying it",
+                    lease.run_id,
+                    lease.epoch.0,
+                    t(returned),
+                    describe_call(c),
+                    t(c.invoked_ns)
+                ),
+                op: Some(c.op.as_str()),
+                call: Some(c.id),
+            });
+        }
+    }
+}
 
 /// One grant of a run: when it took effect (apply order and instant), to whom, which epoch,
 /// and when its holder gave it up (released it, or deleted the run under it), if it did.
@@ -174,6 +217,51 @@ mod tests {
             acquire(0, 0, "w", 1),
             acquire(1, 5, "x", 2),
             call(2, OpKind::PutMeta, 10, "w", None)
+        ])
+        .is_empty());
+    }
+
+    #[test]
+    fn a_call_under_a_lease_its_identity_released_is_caught() {
+        let released = |w: Vec<Call>| testkit::judge(&testkit::history(w), no_call_under_a_released_lease);
+        let mut release = call(1, OpKind::Release, 5, "w", Some(1));
+        release.applied = None;
+        // Retention that gave its brief lease back before its delete.
+        let v = released(vec![
+            acquire(0, 0, "w", 1),
+            release.clone(),
+            call(2, OpKind::BlobDelete, 10, "w", Some(1)),
+        ]);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!((v[0].op, v[0].call), (Some("blob_delete"), Some(2)));
+        // The delete before the release; another identity's call under it (a store-level
+        // actor's forged lease is not this identity's work); a later grant of its own; a
+        // release that failed.
+        assert!(released(vec![acquire(0, 0, "w", 1), call(1, OpKind::BlobDelete, 3, "w", Some(1)), {
+            let mut r = release.clone();
+            (r.id, r.invoked_ns, r.returned_ns) = (2, 5 * MS, Some(5 * MS));
+            r
+        }])
+        .is_empty());
+        assert!(released(vec![
+            acquire(0, 0, "w", 1),
+            release.clone(),
+            call(2, OpKind::PutMeta, 10, "x", Some(1))
+        ])
+        .is_empty());
+        assert!(released(vec![
+            acquire(0, 0, "w", 1),
+            release.clone(),
+            acquire(2, 8, "w", 2),
+            call(3, OpKind::PutMeta, 10, "w", Some(2))
+        ])
+        .is_empty());
+        let mut refused = release;
+        refused.outcome = Outcome::Err { code: "lease_held".into(), message: String::new() };
+        assert!(released(vec![
+            acquire(0, 0, "w", 1),
+            refused,
+            call(2, OpKind::BlobDelete, 10, "w", Some(1))
         ])
         .is_empty());
     }
