@@ -73,7 +73,7 @@ pub const ALL: &[Property] = &[
     Property {
         name: "a_prune_counts_what_it_deleted",
         expectation: Expectation::Always,
-        claim: "The count a prune returns (the operator's `Pruned` fact) is the number of blob deletes it made after its `engine.prune.before_delete` mark, on the run under its brief lease, that returned ok (docs/engine-model.md 6.2: `pruneRun` returns the count deleted).",
+        claim: "The count a prune returns (the operator's `Pruned` fact) is the number of blob deletes it made after its `engine.prune.before_delete` mark, on the run under its brief lease, that returned ok (docs/engine-model.md 6.2: `pruneRun` returns the count deleted), and a prune returns a count only if none of those deletes failed: it awaits each delete in turn, so a refused one rejects the prune (6.2 step 4).",
         not_checked: "Prunes that failed or crashed (no count is returned); prunes by actors that record no `Pruned` fact.",
         check: a_prune_counts_what_it_deleted,
     },
@@ -557,6 +557,21 @@ fn a_prune_counts_what_it_deleted(j: &Judged, out: &mut Vec<Witness>) {
         }) else {
             continue;
         };
+        if let Some(failed) =
+            p.deletes.iter().find(|c| c.id < f.invoked_before && c.outcome.refusal().is_some())
+        {
+            out.push(Witness::new(format!(
+                "n{} ({})'s prune of {run_id} under epoch {} returned {deleted} deleted at t={}, though its blob delete of {} at t={} was refused ({})",
+                f.node,
+                f.owner,
+                p.epoch,
+                t(f.at_ns),
+                failed.args.blob_ref.as_deref().unwrap_or("?"),
+                t(failed.invoked_ns),
+                failed.outcome.refusal().unwrap_or_default(),
+            )));
+            continue;
+        }
         let made = p.deletes.iter().filter(|c| c.id < f.invoked_before && c.outcome.is_ok()).count() as u64;
         if made != *deleted {
             out.push(Witness::new(format!(
@@ -733,6 +748,20 @@ mod tests {
             assert!(v[0].witness.contains(&format!("returned {wrong} deleted")), "{}", v[0].witness);
             assert!(v[0].witness.contains("made 1 blob delete"), "{}", v[0].witness);
         }
+        // A prune whose first delete was refused and that went on and returned a count.
+        let mut h = HistoryBuilder::engine_run();
+        spent_checkpoint(&mut h);
+        let b = h.acquire(0, "op", "r", 2);
+        prune_reads(&mut h, &[OpKind::Load, OpKind::BlobList]);
+        h.mark(0, "engine.prune.before_delete", "r", Some(2));
+        h.blob_delete(0, Some(&b), "r", "r/ckpt/0");
+        h.h.calls.last_mut().unwrap().outcome =
+            crate::history::Outcome::Err { code: "busy".into(), message: String::new() };
+        h.fact(0, "op", FactKind::Pruned { run_id: "r".into(), deleted: 0 });
+        h.push(0, OpKind::Release, "r", Some(b), Args::default(), None);
+        let v = h.judge(p);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("was refused (busy)"), "{}", v[0].witness);
     }
 
     #[test]
