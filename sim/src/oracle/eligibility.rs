@@ -727,19 +727,25 @@ mod tests {
         let p = "a_prune_counts_what_it_deleted";
         // A spent checkpoint r/ckpt/0; a prune that lists, marks, deletes it and returns
         // `said` (the operator's `Pruned` fact, when `said` is some), then releases.
-        let pruned = |said: Option<u64>| {
+        // The same prune whose delete was `refused` (busy), going on to return its count.
+        let pruned_after = |refused: bool, said: Option<u64>| {
             let mut h = HistoryBuilder::engine_run();
             spent_checkpoint(&mut h);
             let b = h.acquire(0, "op", "r", 2);
             prune_reads(&mut h, &[OpKind::Load, OpKind::BlobList]);
             h.mark(0, "engine.prune.before_delete", "r", Some(2));
             h.blob_delete(0, Some(&b), "r", "r/ckpt/0");
+            if refused {
+                h.h.calls.last_mut().unwrap().outcome =
+                    crate::history::Outcome::Err { code: "busy".into(), message: String::new() };
+            }
             if let Some(n) = said {
                 h.fact(0, "op", FactKind::Pruned { run_id: "r".into(), deleted: n });
             }
             h.push(0, OpKind::Release, "r", Some(b), Args::default(), None);
             h.judge(p)
         };
+        let pruned = |said| pruned_after(false, said);
         assert!(pruned(Some(1)).is_empty());
         assert!(pruned(None).is_empty());
         for wrong in [0, 2] {
@@ -748,18 +754,8 @@ mod tests {
             assert!(v[0].witness.contains(&format!("returned {wrong} deleted")), "{}", v[0].witness);
             assert!(v[0].witness.contains("made 1 blob delete"), "{}", v[0].witness);
         }
-        // A prune whose first delete was refused and that went on and returned a count.
-        let mut h = HistoryBuilder::engine_run();
-        spent_checkpoint(&mut h);
-        let b = h.acquire(0, "op", "r", 2);
-        prune_reads(&mut h, &[OpKind::Load, OpKind::BlobList]);
-        h.mark(0, "engine.prune.before_delete", "r", Some(2));
-        h.blob_delete(0, Some(&b), "r", "r/ckpt/0");
-        h.h.calls.last_mut().unwrap().outcome =
-            crate::history::Outcome::Err { code: "busy".into(), message: String::new() };
-        h.fact(0, "op", FactKind::Pruned { run_id: "r".into(), deleted: 0 });
-        h.push(0, OpKind::Release, "r", Some(b), Args::default(), None);
-        let v = h.judge(p);
+        assert!(pruned_after(true, None).is_empty());
+        let v = pruned_after(true, Some(0));
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].witness.contains("was refused (busy)"), "{}", v[0].witness);
     }

@@ -185,7 +185,7 @@ fn schema_survives(j: &Judged, out: &mut Vec<Witness>) {
     if !j.fin.missing_schema {
         return;
     }
-    if let Some(c) = j.history.calls.iter().find(|c| c.op == OpKind::Boot && c.outcome.is_ok()) {
+    if let Some(c) = first_boot(j) {
         out.push(
             Witness::new(format!(
                 "n{} constructed its store at t={} but the database has no schema at the end",
@@ -197,13 +197,16 @@ fn schema_survives(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+/// The first store construction that succeeded.
+fn first_boot<'h>(j: &Judged<'h>) -> Option<&'h crate::history::Call> {
+    j.history.calls.iter().find(|c| c.op == OpKind::Boot && c.outcome.is_ok())
+}
+
 fn database_file_keeps_its_options(j: &Judged, out: &mut Vec<Witness>) {
     if j.fin.missing_schema {
         return;
     }
-    let Some(boot) = j.history.calls.iter().find(|c| c.op == OpKind::Boot && c.outcome.is_ok()) else {
-        return;
-    };
+    let Some(boot) = first_boot(j) else { return };
     let mode = j.fin.journal_mode.as_deref().map(str::to_ascii_lowercase);
     if let Some(mode) = mode.filter(|m| m != "wal") {
         out.push(
