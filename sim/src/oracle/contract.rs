@@ -314,7 +314,13 @@ pub fn is_deletion_record_put(c: &Call) -> bool {
 /// Whether a deletion record put names the generation `genesis` (the empty string names a meta
 /// without one).
 pub fn record_names(record: &Call, genesis: Option<&str>) -> bool {
-    record.args.bytes.as_deref().unwrap_or_default() == genesis.unwrap_or_default().as_bytes()
+    names_generation(record.args.bytes.as_deref().unwrap_or_default(), genesis)
+}
+
+/// Whether deletion-record bytes (as put, or as a read returned them) name the generation
+/// `genesis` (the empty string names a meta without one).
+pub fn names_generation(record: &[u8], genesis: Option<&str>) -> bool {
+    record == genesis.unwrap_or_default().as_bytes()
 }
 
 /// The running seq of a checkpoint ref `<runId>/ckpt/<runningSeq>` (docs/engine-model.md 4.1).

@@ -553,15 +553,10 @@ fn holder_finished_a_marked_deletion(j: &Judged) -> bool {
         .filter(|c| c.op == OpKind::Delete && runs.contains(c.run_id.as_str()))
         .filter(|c| c.lease.as_ref().is_some_and(|l| l.run_id == c.run_id))
         .any(|c| {
+            let Some(meta) = super::engine::meta_before(j, &c.run_id, order(c)) else { return false };
             let before = j.index().recorded_before(&c.run_id, order(c));
             let since = before.iter().rposition(|d| d.op == OpKind::Delete).map_or(0, |i| i + 1);
             let generation = &before[since..];
-            let Some(meta) = generation.iter().rev().find_map(|d| match d.op {
-                OpKind::PutMeta => MetaView::parse(d.args.payload.as_deref()?),
-                _ => None,
-            }) else {
-                return false;
-            };
             matches!(meta.status, Status::Running | Status::Suspended)
                 && generation
                     .iter()

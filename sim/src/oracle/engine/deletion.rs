@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use super::super::contract::{is_deletion_record_put, record_names, run_of_ref, MetaView};
+use super::super::contract::{is_deletion_record_put, names_generation, record_names, run_of_ref, MetaView};
 use super::super::model::{t, walk_grants, who, Judged};
 use super::super::{Expectation, Property, Witness};
 use super::*;
@@ -604,35 +604,17 @@ pub const A_DRIVE_FINISHES_A_MARKED_DELETION: Property = Property {
         check: a_drive_finishes_a_marked_deletion,
 };
 
-/// An engine identity: its process (node, incarnation) and owner.
-type Identity<'h> = (u32, u32, &'h str);
-
 fn a_drive_finishes_a_marked_deletion(j: &Judged, out: &mut Vec<Witness>) {
     let runs = engine_runs(j);
-    // Each identity's sweeps, as [began, ended) in invocation positions.
-    let mut sweeps: BTreeMap<Identity, Vec<(usize, usize)>> = BTreeMap::new();
-    for f in &j.history.facts {
-        let spans = sweeps.entry((f.node, f.incarnation, f.owner.as_str())).or_default();
-        match f.kind {
-            FactKind::SweepBegan => spans.push((f.invoked_before, usize::MAX)),
-            FactKind::SweepEnded => {
-                if let Some(open) = spans.last_mut().filter(|s| s.1 == usize::MAX) {
-                    open.1 = f.invoked_before;
-                }
-            }
-            _ => {}
-        }
-    }
     let ix = j.index();
     for a in &j.history.calls {
         let (Some(lease), Some(owner)) = (&a.granted, a.args.actor.as_deref()) else { continue };
         if a.op != OpKind::Acquire || !a.outcome.is_ok() || !runs.contains(a.run_id.as_str()) {
             continue;
         }
-        let in_sweep = sweeps
-            .get(&(a.node, a.incarnation, owner))
-            .is_some_and(|v| v.iter().any(|&(b, e)| b <= a.id && a.id < e));
-        if !in_sweep {
+        // A sweep's drive grant: its process passed the sweep's point after the acquire
+        // under this epoch (retention's brief lease and an operator's pass other points).
+        if !ix.marked("worker.sweep.after_acquire", a.node, a.incarnation, &a.run_id, Some(lease.epoch.0)) {
             continue;
         }
         let process = ix.of_process(a.node, a.incarnation);
@@ -654,7 +636,7 @@ fn a_drive_finishes_a_marked_deletion(j: &Judged, out: &mut Vec<Witness>) {
                 (OpKind::GetMeta, Some(Read::Meta(m))) => genesis = m.as_ref().map(|m| m.genesis.as_deref()),
                 (OpKind::BlobGet, Some(Read::Blob(Some(bytes))))
                     if c.args.blob_ref.as_deref() == Some(a.run_id.as_str())
-                        && genesis.is_some_and(|g| bytes.as_slice() == g.unwrap_or_default().as_bytes()) =>
+                        && genesis.is_some_and(|g| names_generation(bytes, g)) =>
                 {
                     found = Some(k);
                     break;
@@ -785,7 +767,8 @@ mod tests {
         }
     }
 
-    /// A worker's sweep acquires run `r` (epoch 2) whose deletion record names the meta's
+    /// A worker's sweep acquires run `r` (epoch 2; `sweep`: its drive's point marked, not a
+    /// retention or operator grant) whose deletion record names the meta's
     /// generation `g1`, reads the meta and then the record (as a drive's resume does), then
     /// `finish` (what it does under the lease), then releases; every call of the worker
     /// says who it is.
@@ -800,11 +783,11 @@ mod tests {
         h.meta_with(0, Some(&a), "r", RunStatus::Suspended, 1, serde_json::json!({"genesis": "g1"}));
         let args = Args { blob_ref: Some("r".into()), bytes: Some(b"g1".to_vec()), ..Args::default() };
         h.push(0, OpKind::BlobPut, "r", None, args, None);
-        if sweep {
-            h.fact(1, "worker", FactKind::SweepBegan);
-        }
         let from = h.h.calls.len();
         let b = h.acquire(1, "worker", "r", 2);
+        if sweep {
+            h.mark(1, "worker.sweep.after_acquire", "r", Some(2));
+        }
         h.read_meta(1, "worker", "r");
         let meta = store::RunMeta {
             run_id: "r".into(),
@@ -828,9 +811,6 @@ mod tests {
         h.push(1, OpKind::Release, "r", Some(b), Args::default(), None);
         for c in &mut h.h.calls[from..] {
             c.args.actor = Some("worker".into());
-        }
-        if sweep {
-            h.fact(1, "worker", FactKind::SweepEnded);
         }
         h
     }
