@@ -214,6 +214,20 @@ impl Outcome {
             _ => None,
         }
     }
+    /// The reason a `lease_held` refusal names (`stale_epoch`, `expired`, ...), read from its
+    /// message (`lease held: <reason> (run <id>)`, the wording every store's refusal prints
+    /// through); `None` for any other outcome or a message of another shape.
+    pub fn lease_refusal_reason(&self) -> Option<&str> {
+        match self {
+            Outcome::Err { code, message } if code == "lease_held" => {
+                let rest = message.strip_prefix("lease held: ")?;
+                let reason = &rest[..rest.find(" (run ")?];
+                (!reason.is_empty() && reason.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+                    .then_some(reason)
+            }
+            _ => None,
+        }
+    }
     /// Refused with Busy (a write lock held elsewhere).
     pub fn is_busy(&self) -> bool {
         matches!(self, Outcome::Err { code, .. } if code == "busy")

@@ -136,6 +136,13 @@ pub const ALL: &[Property] = &[
         check: refusals_follow_the_contract,
     },
     Property {
+        name: "refusals_name_their_reason",
+        expectation: Expectation::Always,
+        claim: "Every lease refusal names the reason the fence's order gives, judged against the grants applied before it: `run_mismatch` for a lease of another run (FW2, before any holder check); for its own run `not_held` when no row stood (never granted, released, or deleted with its run), else `stale_epoch` when the row carries another epoch, else `foreign_owner` when another owner, else `expired` when the store's clock reading for the check was at or past the expiry; an acquire is refused only as `held_on_acquire`. A caller that retries on `expired` and gives up on `stale_epoch` acts on that word.",
+        not_checked: "Refusals in runs whose environment does not observe the store; a refusal whose lease matches the standing row's epoch and owner but came from an earlier grant of them (a flaw the other properties judge); an `expired` refusal without a clock reading, or a refusal of a live holder (refusals_follow_the_contract judges it).",
+        check: refusals_name_their_reason,
+    },
+    Property {
         name: "failures_are_typed_answers",
         expectation: Expectation::Always,
         claim: "No store call fails as `storage` or `corrupt`: the simulator injects no I/O fault and every stored byte went through the store, so such an answer means the store misused its own database (a statement on a connection already in a transaction, a lock it did not hold) or wrote what it cannot read back. The contract's failures are typed: held or stale leases, order violations, busy, bad input, a crash.",
@@ -946,6 +953,90 @@ fn refusals_follow_the_contract(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+/// The reason each lease refusal names, against the one the grants applied by the time it
+/// returned give (the same `seen_at` walk as [`refusals_follow_the_contract`]). One witness per
+/// (run, operation, reason expected, reason told).
+fn refusals_name_their_reason(j: &Judged, out: &mut Vec<Witness>) {
+    if !j.history.observes_store_clock {
+        return;
+    }
+    let mut refused: Vec<(&Call, &str)> = j
+        .history
+        .calls
+        .iter()
+        .filter(|c| c.store_clock != StoreClock::NotObserved && c.seen_at.is_some())
+        .filter_map(|c| Some((c, c.outcome.lease_refusal_reason()?)))
+        .collect();
+    refused.sort_by_key(|(c, _)| (c.seen_at, c.returned_ns, c.id));
+    let mut said: std::collections::BTreeSet<(&str, OpKind, &str, &str)> = Default::default();
+    let mut walk = GrantWalk::default();
+    let mut applied = j.applied.iter().peekable();
+    for (c, told) in refused {
+        let seen = c.seen_at.unwrap_or(0);
+        let returned = c.returned_ns.unwrap_or(u64::MAX);
+        while let Some(a) = applied
+            .next_if(|a| a.applied.as_ref().map_or(Judged::applied_ns(a) <= returned, |x| x.order < seen))
+        {
+            walk.apply(a);
+        }
+        let Some((expected, why)) = expected_refusal(c, walk.before(c)) else { continue };
+        if told == expected || !said.insert((c.run_id.as_str(), c.op, expected, told)) {
+            continue;
+        }
+        out.push(Witness {
+            op: Some(c.op.as_str()),
+            call: Some(c.id),
+            witness: format!(
+                "run {}: the {} of {} at t={} was refused as `{told}`, but {why}: the contract's reason is `{expected}`",
+                c.run_id,
+                op_name(c),
+                who(c),
+                t(returned)
+            ),
+        });
+    }
+}
+
+/// The reason the fence's order gives for refusing `c` with `g` the standing grant of its
+/// lease's run, and why in words; `None` where the history cannot tell (see the property).
+fn expected_refusal(c: &Call, g: Option<&super::model::Grant>) -> Option<(&'static str, String)> {
+    if c.op == OpKind::Acquire {
+        return Some(("held_on_acquire", "an acquire is refused only because a live lease stood".into()));
+    }
+    let lease = c.lease.as_ref()?;
+    if lease.run_id != c.run_id {
+        return Some(("run_mismatch", format!("its lease names run {}", lease.run_id)));
+    }
+    let Some(g) = g else {
+        return Some(("not_held", "no lease of the run had been granted".into()));
+    };
+    if let Some((at, how)) = g.ended {
+        return Some(("not_held", format!("epoch {}'s row was gone ({how} at t={})", g.epoch, t(at))));
+    }
+    if g.epoch != lease.epoch.0 {
+        return Some((
+            "stale_epoch",
+            format!(
+                "the row carried epoch {} (n{}, {}) and the lease {}",
+                g.epoch, g.node, g.owner, lease.epoch.0
+            ),
+        ));
+    }
+    if g.owner != lease.owner {
+        return Some(("foreign_owner", format!("epoch {}'s row belongs to {}", g.epoch, g.owner)));
+    }
+    if c.lease_grant.is_some_and(|id| id != g.call) {
+        return None;
+    }
+    match c.store_clock {
+        StoreClock::Read(now) if now >= g.expires_at => Some((
+            "expired",
+            format!("its row was {}ms past its expiry by the clock reading of the check", now - g.expires_at),
+        )),
+        _ => None,
+    }
+}
+
 /// A5 refusals judged against the journal the applied mutations had built when the append
 /// returned (`seen_at`, as for the lease refusals and the reads: the reads' [`SerialWalk`]):
 /// its run must have held an entry with a seq at least the refused one's (a stored entry
@@ -1315,6 +1406,72 @@ mod tests {
         let mut h = refused_after_a_grant(acquire, StoreClock::NotObserved);
         h.observes_store_clock = false;
         assert!(judge(&h, None, "refusals_follow_the_contract").is_empty());
+    }
+
+    #[test]
+    fn a_refusal_must_name_the_reason_the_fence_order_gives() {
+        let told = |lease: Option<Lease>, op: OpKind, run: &str, clock: StoreClock, reason: &str| {
+            let mut c = call(1, op, Args::default(), None, 1);
+            (c.lease, c.run_id) = (lease, run.into());
+            let mut h = refused_after_a_grant(c, clock);
+            h.calls[1].outcome = Outcome::Err {
+                code: "lease_held".into(),
+                message: format!("lease held: {reason} (run {run})"),
+            };
+            judge(&h, None, "refusals_name_their_reason")
+        };
+        let lease = |owner: &str, epoch: u64, run: &str| {
+            Some(Lease { run_id: run.into(), owner: owner.into(), epoch: Epoch(epoch) })
+        };
+        // The holder's own lease at or past its expiry: `expired`, and only that.
+        assert!(told(lease("a", 1, "r"), OpKind::Renew, "r", StoreClock::Read(400), "expired").is_empty());
+        let v = told(lease("a", 1, "r"), OpKind::Renew, "r", StoreClock::Read(400), "stale_epoch");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("the contract's reason is `expired`"), "{}", v[0].witness);
+        // Another epoch: `stale_epoch`, even when the row has expired too (epoch before expiry).
+        assert!(
+            told(lease("a", 2, "r"), OpKind::Append, "r", StoreClock::Read(900), "stale_epoch").is_empty()
+        );
+        assert_eq!(told(lease("a", 2, "r"), OpKind::Append, "r", StoreClock::Read(900), "expired").len(), 1);
+        // The same epoch under another owner: `foreign_owner` (owner before expiry).
+        assert!(
+            told(lease("z", 1, "r"), OpKind::Append, "r", StoreClock::Read(900), "foreign_owner").is_empty()
+        );
+        assert_eq!(
+            told(lease("z", 1, "r"), OpKind::Append, "r", StoreClock::Read(10), "stale_epoch").len(),
+            1
+        );
+        // A lease of another run: `run_mismatch` before any holder check.
+        assert!(
+            told(lease("a", 1, "q"), OpKind::Append, "r", StoreClock::Read(10), "run_mismatch").is_empty()
+        );
+        assert_eq!(told(lease("a", 1, "q"), OpKind::Append, "r", StoreClock::Read(10), "not_held").len(), 1);
+        // No grant of the run at all: `not_held`.
+        assert!(told(lease("a", 1, "s"), OpKind::Append, "s", StoreClock::Read(10), "not_held").is_empty());
+        assert_eq!(
+            told(lease("a", 1, "s"), OpKind::Append, "s", StoreClock::Read(10), "stale_epoch").len(),
+            1
+        );
+        // An acquire is refused only as held.
+        assert!(told(None, OpKind::Acquire, "r", StoreClock::Read(10), "held_on_acquire").is_empty());
+        assert_eq!(told(None, OpKind::Acquire, "r", StoreClock::Read(10), "expired").len(), 1);
+        // A live holder refused, or no clock read: the reason is not judged here.
+        assert!(told(lease("a", 1, "r"), OpKind::Renew, "r", StoreClock::Read(10), "expired").is_empty());
+        assert!(told(lease("a", 1, "r"), OpKind::Renew, "r", StoreClock::NotRead, "expired").is_empty());
+        // Released: the row is gone, `not_held` whatever the clock says.
+        let mut c = call(2, OpKind::Renew, Args::default(), None, 2);
+        c.lease = lease("a", 1, "r");
+        let mut h = refused_after_a_grant(c, StoreClock::Read(900));
+        h.calls[1].outcome =
+            Outcome::Err { code: "lease_held".into(), message: "lease held: expired (run r)".into() };
+        let mut release = call(1, OpKind::Release, Args::default(), Some(1), 2);
+        release.lease = lease("a", 1, "r");
+        release.checked_now_ms = Some(5);
+        h.calls.insert(1, release);
+        h.applied_count = 2;
+        let v = judge(&h, None, "refusals_name_their_reason");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("row was gone (released"), "{}", v[0].witness);
     }
 
     #[test]
