@@ -132,13 +132,13 @@ pub const ALL: &[Property] = &[
         name: "refusals_follow_the_contract",
         expectation: Expectation::Always,
         claim: "Every acquire the store refused as held met a live lease (no grant released or deleted, and the store's clock reading for the check before its expiry), and every write it refused as stale came from a caller the applied history had superseded, released, deleted with its run, or let expire by that reading; and every append refused as a journal order violation (A5) met a stored entry of its run whose seq was at least its own: a store that fences too much strands runs as surely as one that fences too little lets them be corrupted.",
-        not_checked: "Refusals in runs whose environment does not observe the store (real multi-process runs); an acquire refused without a clock reading while a grant stood; leases naming another run; lease refusals of calls that carried no lease.",
+        not_checked: "Refusals in runs whose environment does not observe the store (real multi-process runs); an acquire refused without a clock reading while a grant stood; leases naming another run and lease refusals of calls that carried no lease (refusals_name_their_reason judges both).",
         check: refusals_follow_the_contract,
     },
     Property {
         name: "refusals_name_their_reason",
         expectation: Expectation::Always,
-        claim: "Every lease refusal names the reason the fence's order gives, judged against the grants applied before it: `run_mismatch` for a lease of another run (FW2, before any holder check); for its own run `not_held` when no row stood (never granted, released, or deleted with its run), else `stale_epoch` when the row carries another epoch, else `foreign_owner` when another owner, else `expired` when the store's clock reading for the check was at or past the expiry; an acquire is refused only as `held_on_acquire`. A caller that retries on `expired` and gives up on `stale_epoch` acts on that word.",
+        claim: "Every lease refusal names the reason the fence's order gives, judged against the grants applied before it: `run_mismatch` for a lease of another run (FW2, before any holder check); for its own run `not_held` when no row stood (never granted, released, or deleted with its run), else `stale_epoch` when the row carries another epoch, else `foreign_owner` when another owner, else `expired` when the store's clock reading for the check was at or past the expiry; an acquire is refused only as `held_on_acquire`; a mutation that carries no lease is never refused as held (FW4). A caller that retries on `expired` and gives up on `stale_epoch` acts on that word.",
         not_checked: "Refusals in runs whose environment does not observe the store; a refusal whose lease matches the standing row's epoch and owner but came from an earlier grant of them (a flaw the other properties judge); an `expired` refusal without a clock reading, or a refusal of a live holder (refusals_follow_the_contract judges it).",
         check: refusals_name_their_reason,
     },
@@ -979,6 +979,23 @@ fn refusals_name_their_reason(j: &Judged, out: &mut Vec<Witness>) {
         {
             walk.apply(a);
         }
+        if c.lease.is_none() && c.op != OpKind::Acquire {
+            // FW4: without a lease a mutation is unfenced; no lease row can refuse it.
+            if said.insert((c.run_id.as_str(), c.op, "", told)) {
+                out.push(Witness {
+                    op: Some(c.op.as_str()),
+                    call: Some(c.id),
+                    witness: format!(
+                        "run {}: the {} of {} at t={} carried no lease and was refused as held (`{told}`): an unleased mutation is unfenced (FW4)",
+                        c.run_id,
+                        op_name(c),
+                        who(c),
+                        t(returned)
+                    ),
+                });
+            }
+            continue;
+        }
         let Some((expected, why)) = expected_refusal(c, walk.before(c)) else { continue };
         if told == expected || !said.insert((c.run_id.as_str(), c.op, expected, told)) {
             continue;
@@ -1455,6 +1472,10 @@ mod tests {
         // An acquire is refused only as held.
         assert!(told(None, OpKind::Acquire, "r", StoreClock::Read(10), "held_on_acquire").is_empty());
         assert_eq!(told(None, OpKind::Acquire, "r", StoreClock::Read(10), "expired").len(), 1);
+        // An unleased mutation is unfenced: no reason will do.
+        let v = told(None, OpKind::Delete, "r", StoreClock::Read(10), "held_on_acquire");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("unfenced (FW4)"), "{}", v[0].witness);
         // A live holder refused, or no clock read: the reason is not judged here.
         assert!(told(lease("a", 1, "r"), OpKind::Renew, "r", StoreClock::Read(10), "expired").is_empty());
         assert!(told(lease("a", 1, "r"), OpKind::Renew, "r", StoreClock::NotRead, "expired").is_empty());
