@@ -531,6 +531,84 @@ fn agents_stay_within_their_limits(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const AN_AGENT_ENDS_AT_ITS_LIMIT_ONLY_WHEN_REACHED: Property = Property {
+        name: "an_agent_ends_at_its_limit_only_when_reached",
+        expectation: Expectation::Always,
+        claim: "An agent's `limit` terminal follows the turn at which its limits stop it (docs/engine-model.md 9.1; the kill-point table's limit row: 3 calls, 2 tools, turn 3's request hits the cap): under a tool cap below its script's tool turns and its max_turns, the writer of the terminal paid turn max_tool_calls itself (only the reply shows the request a cap refuses); under a turn cap (max_turns within both), a tool ran on turn max_turns - 1; an agent whose script ends within its limits never ends `limit`.",
+        not_checked: "Agents of a workflow the world does not know; `limit` terminals of superseded holders' segments are judged as any other (the writer's own paid turn is asked for).",
+        check: an_agent_ends_at_its_limit_only_when_reached,
+};
+
+fn an_agent_ends_at_its_limit_only_when_reached(j: &Judged, out: &mut Vec<Witness>) {
+    let workflows = catalog_workflows();
+    let (life, _) = dispatches(j);
+    let mut submitted: BTreeMap<&str, &str> = BTreeMap::new();
+    for f in &j.history.facts {
+        if let FactKind::Submitted { run_id, workflow } = &f.kind {
+            submitted.entry(run_id).or_insert(workflow);
+        }
+    }
+    for &c in &j.applied {
+        if c.op != OpKind::Append {
+            continue;
+        }
+        let Some(e) = entry_of(c).filter(|e| e.kind == "agent" && e.status == "limit") else { continue };
+        let name = e.key.splitn(3, ':').nth(2).unwrap_or_default();
+        let Some(Op::Agent { tool_turns, max_turns, max_tool_calls, .. }) = submitted
+            .get(c.run_id.as_str())
+            .and_then(|w| workflows.get(*w))
+            .and_then(|wf| wf.ops.iter().find(|o| field(o) == name))
+        else {
+            continue;
+        };
+        let (tt, mt, mc) = (*tool_turns, *max_turns, *max_tool_calls);
+        if mt == 0 {
+            continue;
+        }
+        let at = order(c);
+        let gen = life.generation(&c.run_id, at);
+        let facts = j.history.facts.iter().filter(|f| {
+            f.applied_before <= at
+                && life.generation(&c.run_id, f.applied_before) == gen
+                && match &f.kind {
+                    FactKind::Paid { run_id, op, .. } | FactKind::Tool { run_id, op, .. } => {
+                        *run_id == c.run_id && op == name
+                    }
+                    _ => false,
+                }
+        });
+        let why = if mc < tt && mc < mt {
+            let paid = facts
+                .filter(|f| f.node == c.node && f.incarnation == c.incarnation)
+                .any(|f| matches!(&f.kind, FactKind::Paid { turn, .. } if *turn == mc));
+            if paid {
+                continue;
+            }
+            format!("without paying turn {mc} itself, the turn whose reply asks for the tool its cap of {mc} refuses")
+        } else if mt <= tt && mt <= mc {
+            if facts.into_iter().any(|f| matches!(&f.kind, FactKind::Tool { turn, .. } if *turn + 1 == mt)) {
+                continue;
+            }
+            format!("though no tool ran on turn {}, the last its max_turns {mt} allows", mt - 1)
+        } else {
+            format!(
+                "though its script asks for {tt} tool turn(s), within max_tool_calls {mc} and max_turns {mt}"
+            )
+        };
+        out.push(Witness {
+            witness: format!(
+                "{} appended the `limit` terminal of {name} (run {}, dispatch {}) at t={} {why}",
+                who(c),
+                c.run_id,
+                e.ref_seq.unwrap_or(0),
+                t(c.returned_ns.unwrap_or(c.invoked_ns))
+            ),
+            op: Some(c.op.as_str()),
+            call: Some(c.id),
+        });
+    }
+}
+
 pub const PAID_CALLS_STAY_WITHIN_THE_BUDGET: Property = Property {
         name: "paid_calls_stay_within_the_budget",
         expectation: Expectation::Always,
@@ -1064,6 +1142,54 @@ mod tests {
         let v = h.judge("checkpoint_never_regresses");
         assert_eq!(v.len(), 2, "{v:?}");
         assert_eq!(h.judge("completed_dispatch_never_repaid").len(), 1);
+    }
+
+    #[test]
+    fn a_limit_terminal_needs_the_turn_its_limits_stop() {
+        use crate::history::FactKind;
+        // `limit` (max_turns 4, max_tool_calls 2, always asking for the tool): the writer of
+        // the `limit` terminal paid turn 2, whose reply asks for the third tool.
+        let limit_run = |paid_turns: &[u32], payer: u32| {
+            let mut h = HistoryBuilder::default();
+            h.fact(0, "host", FactKind::Submitted { run_id: "r".into(), workflow: "limit".into() });
+            let a = h.acquire(0, "a", "r", 1);
+            h.append(0, &a, "r", op_entry(0, "agent", "op:0:agentStatus", "running", None));
+            for &turn in paid_turns {
+                let node = if turn == 2 { payer } else { 0 };
+                h.fact(
+                    node,
+                    "a",
+                    FactKind::Paid {
+                        run_id: "r".into(),
+                        op: "agentStatus".into(),
+                        dispatch: 0,
+                        turn,
+                        conversation: String::new(),
+                    },
+                );
+                if turn < 2 {
+                    tool(&mut h, "agentStatus", 0, turn);
+                }
+            }
+            h.append(0, &a, "r", op_entry(1, "agent", "op:0:agentStatus", "limit", Some(0)));
+            h.judge("an_agent_ends_at_its_limit_only_when_reached")
+        };
+        assert!(limit_run(&[0, 1, 2], 0).is_empty());
+        // Ended at the cap before the wire: turn 2 never paid.
+        let v = limit_run(&[0, 1], 0);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("without paying turn 2 itself"), "{}", v[0].witness);
+        // Turn 2 paid by another process: the writer decided without the reply.
+        assert_eq!(limit_run(&[0, 1, 2], 1).len(), 1);
+        // `happy`'s tool-less agent never ends `limit`.
+        let mut h = HistoryBuilder::default();
+        h.fact(0, "host", FactKind::Submitted { run_id: "r".into(), workflow: "happy".into() });
+        let a = h.acquire(0, "a", "r", 1);
+        paid(&mut h, "one", 0, 0);
+        h.append(0, &a, "r", op_entry(0, "agent", "op:0:one", "limit", Some(0)));
+        let v = h.judge("an_agent_ends_at_its_limit_only_when_reached");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("within max_tool_calls"), "{}", v[0].witness);
     }
 
     #[test]
