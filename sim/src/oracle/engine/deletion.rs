@@ -365,8 +365,8 @@ fn writes_deletion_records(j: &Judged, runs: &std::collections::BTreeSet<&str>) 
 pub const DELETION_RECORD_PRECEDES_BLOB_DELETES: Property = Property {
         name: "deletion_record_precedes_blob_deletes",
         expectation: Expectation::Always,
-        claim: "Where the engine writes deletion records, a deletion cascade whose meta read found a meta writes the run's deletion record (the bare ref `<run>`) naming that meta's generation (its `genesis`, the empty string for none) before its first blob delete: a cascade's blob delete (after its identity's `engine.delete.before_blobs` or `worker.retention.after_acquire` point) applies only after such a record by the same identity since its listing of the run's blobs (docs/engine-model.md 6.1: a cascade cut from the record on leaves a run no resume boots; one cut before it must have deleted nothing).",
-        not_checked: "Runs no engine actor started (a store-level workload's bare ref is not a deletion record); histories in which no deletion record was ever put (profiles without it: nothing to judge); a cascade whose meta read found no meta (no record is owed) or that made none, neither since its listing nor right after its blob deletes; blob deletes of another identity of the process, or a prune's.",
+        claim: "Where the engine writes deletion records, a deletion cascade whose meta read found a meta writes the run's deletion record (the bare ref `<run>`) naming that meta's generation (its `genesis`, the empty string for none) before its first blob delete: a cascade's blob delete (after its identity's `engine.delete.before_blobs` or `worker.retention.after_acquire` point) applies only after such a record by the same identity since its listing of the run's blobs; a cascade that read no meta owes the record of the meta the serial history held from its listing to that delete (docs/engine-model.md 6.1: a cascade cut from the record on leaves a run no resume boots; one cut before it must have deleted nothing).",
+        not_checked: "Runs no engine actor started (a store-level workload's bare ref is not a deletion record); histories in which no deletion record was ever put (profiles without it: nothing to judge); a cascade whose meta read found no meta (no record is owed), or that made none while the run's meta was absent or changed generation between its listing and its first blob delete; blob deletes of another identity of the process, or a prune's.",
         check: deletion_record_precedes_blob_deletes,
 };
 
@@ -402,8 +402,21 @@ fn deletion_record_precedes_blob_deletes(j: &Judged, out: &mut Vec<Witness>) {
                     .find(|c| c.op != OpKind::BlobDelete)
                     .filter(|c| c.op == OpKind::GetMeta)
             });
-        let Some(Read::Meta(Some(meta))) = read.and_then(|c| c.read.as_ref()) else { continue };
-        let generation = meta.genesis.as_deref();
+        // A cascade that read no meta at all owes the record all the same when the serial
+        // history had the run's meta, of one generation, from its listing to the delete.
+        let genesis: Option<String> = match read.map(|c| c.read.as_ref()) {
+            Some(Some(Read::Meta(Some(meta)))) => meta.genesis.clone(),
+            Some(_) => continue,
+            None => {
+                let at_list = list.seen_at.and_then(|at| meta_before(j, &d.run_id, at));
+                let at_delete = meta_before(j, &d.run_id, order(d));
+                match (at_list, at_delete) {
+                    (Some(a), Some(b)) if a.genesis == b.genesis => b.genesis,
+                    _ => continue,
+                }
+            }
+        };
+        let generation = genesis.as_deref();
         let record = |before: bool| {
             j.applied.iter().copied().find(|&w| {
                 is_deletion_record(w, &runs)
@@ -948,6 +961,34 @@ mod tests {
         let v = run(true);
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].witness.contains("before writing the run's deletion record"), "{}", v[0].witness);
+        assert!(run(false).is_empty());
+    }
+
+    #[test]
+    fn a_cascade_that_reads_no_meta_owes_the_record_of_the_meta_the_history_held() {
+        use crate::history::{Args, OpKind};
+        let p = "deletion_record_precedes_blob_deletes";
+        // Node 1's unleased cascade lists, deletes a checkpoint and the journal without any
+        // meta read or record.
+        let run = |with_meta: bool| {
+            let mut h = HistoryBuilder::engine_run();
+            // An earlier generation's record: the engine writes them.
+            h.deletion_record(0, None, "r", b"g0");
+            let a = h.acquire(0, "a", "r", 1);
+            if with_meta {
+                h.meta_with(0, Some(&a), "r", RunStatus::Error, 1, serde_json::json!({"genesis": "g1"}));
+            }
+            h.ckpt(0, &a, "r", 1, 1);
+            h.push(1, OpKind::BlobList, "r", None, Args::default(), None);
+            h.mark(1, "engine.delete.before_blobs", "r", None);
+            h.blob_delete(1, None, "r", "r/ckpt/1");
+            h.delete(1, None, "r");
+            h.judge(p)
+        };
+        let v = run(true);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("no deletion record naming the generation \"g1\""), "{}", v[0].witness);
+        // No meta in the history: no record is owed.
         assert!(run(false).is_empty());
     }
 
