@@ -16,6 +16,76 @@ use super::super::{Expectation, Property, Witness};
 use super::*;
 use crate::history::{Call, FactKind, OpKind, Read};
 
+pub const A_META_WRITE_CARRIES_ITS_WRITERS_NOW: Property = Property {
+        name: "a_meta_write_carries_its_writers_now",
+        expectation: Expectation::Always,
+        claim: "Every leased meta write of an engine run stamps `updatedAt` with its writer's clock at the write (docs/engine-model.md 1.3: the record is written with `updatedAt: now`; 7.2: a repair writes `{...meta, status, updatedAt: now}`): no earlier than the clock reading of the acquire that granted the writer's lease, no later than the reading of the write's own fence check, both by the writer's own clock.",
+        not_checked: "Unleased meta writes (a host's own single-writer records); writes whose `updatedAt` is absent or not an ISO-8601 UTC instant with milliseconds (`YYYY-MM-DDTHH:MM:SS.mmmZ`); writes whose grant or check the history holds no clock reading for.",
+        check: a_meta_write_carries_its_writers_now,
+};
+
+/// Milliseconds since the epoch of an ISO-8601 UTC instant `YYYY-MM-DDTHH:MM:SS.mmmZ` (the
+/// proleptic Gregorian calendar); `None` for any other shape.
+pub(super) fn iso_ms(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() != 24 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    if b[19] != b'.' || b[23] != b'Z' {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        s.get(r).filter(|d| d.bytes().all(|c| c.is_ascii_digit())).and_then(|d| d.parse().ok())
+    };
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec, ms) = (num(11..13)?, num(14..16)?, num(17..19)?, num(20..23)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 59 {
+        return None;
+    }
+    // Days since 1970-01-01: count from March so the leap day ends the year.
+    let (y, m) = if mo <= 2 { (y - 1, mo + 9) } else { (y, mo - 3) };
+    let era_days = y * 365 + y / 4 - y / 100 + y / 400;
+    let days = era_days + (153 * m + 2) / 5 + d - 1 - 719_468;
+    Some(((days * 24 + h) * 60 + mi) * 60_000 + sec * 1000 + ms)
+}
+
+fn a_meta_write_carries_its_writers_now(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    let calls = &j.history.calls;
+    for &c in j.applied.iter().filter(|c| c.op == OpKind::PutMeta && runs.contains(c.run_id.as_str())) {
+        let (Some(_), Some(grant)) = (&c.lease, c.lease_grant.and_then(|id| calls.get(id))) else { continue };
+        if grant.node != c.node || grant.incarnation != c.incarnation {
+            continue;
+        }
+        let Some(stamp) =
+            meta_of(c).and_then(|m| m.raw.get("updatedAt").and_then(|v| v.as_str()).map(str::to_string))
+        else {
+            continue;
+        };
+        let Some(at) = iso_ms(&stamp) else { continue };
+        let (Some(granted), Some(checked)) = (Judged::checked_ms(grant), Judged::checked_ms(c)) else {
+            continue;
+        };
+        let why = if at < granted {
+            format!("{}ms before the acquire that granted its lease read the clock", granted - at)
+        } else if at > checked {
+            format!("{}ms after the write's own fence check read the clock", at - checked)
+        } else {
+            continue;
+        };
+        out.push(Witness {
+            witness: format!(
+                "{}'s meta write of run {} at t={} stamped updatedAt {stamp}, {why}: a meta write carries its writer's now",
+                who(c),
+                c.run_id,
+                t(Judged::applied_ns(c))
+            ),
+            op: Some(c.op.as_str()),
+            call: Some(c.id),
+        });
+    }
+}
+
 pub const SEGMENTS_NEVER_REGRESS: Property = Property {
         name: "segments_never_regress",
         expectation: Expectation::Always,
@@ -506,6 +576,41 @@ mod tests {
 
     use crate::history::{Args, FactKind, OpKind};
     use crate::oracle::testkit::engine::*;
+
+    #[test]
+    fn iso_instants_read_back_as_milliseconds() {
+        use super::iso_ms;
+        assert_eq!(iso_ms("1970-01-01T00:00:00.000Z"), Some(0));
+        assert_eq!(iso_ms("2023-11-14T22:13:20.123Z"), Some(1_700_000_000_123));
+        assert_eq!(iso_ms("2000-02-29T00:00:00.000Z"), Some(951_782_400_000));
+        assert_eq!(iso_ms("2000-03-01T00:00:00.000Z"), Some(951_868_800_000));
+        for bad in ["2023-11-14T22:13:20Z", "2023-13-14T22:13:20.123Z", "2023-11-14 22:13:20.123Z", "x", ""] {
+            assert_eq!(iso_ms(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_meta_write_stamped_outside_its_writers_tenure_is_caught() {
+        let p = "a_meta_write_carries_its_writers_now";
+        // The acquire reads the clock at 1 ms, the meta write's check at 2 ms.
+        let run = |stamp: &str| {
+            let mut h = HistoryBuilder::engine_run();
+            let a = h.acquire(0, "a", "r", 1);
+            h.meta_with(0, Some(&a), "r", RunStatus::Running, 1, serde_json::json!({"updatedAt": stamp}));
+            h.h.calls.last_mut().expect("the write").lease_grant = Some(0);
+            h.judge(p)
+        };
+        assert!(run("1970-01-01T00:00:00.001Z").is_empty());
+        assert!(run("1970-01-01T00:00:00.002Z").is_empty());
+        let v = run("1970-01-01T00:00:00.000Z");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("1ms before the acquire"), "{}", v[0].witness);
+        let v = run("1970-01-01T00:00:00.003Z");
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].witness.contains("after the write's own fence check"), "{}", v[0].witness);
+        // Not an instant the oracle reads: not judged.
+        assert!(run("yesterday").is_empty());
+    }
 
     /// Run `r` (workflow `happy`) settled ok, then a host's resume of it under `passed`: its
     /// meta read returns `seen` (`Some(name)`: a meta naming that workflow; `None`: no meta),

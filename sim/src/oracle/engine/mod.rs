@@ -37,6 +37,7 @@ pub mod workers;
 /// Every engine-level property, in report order.
 pub const ALL: &[Property] = &[
     meta::SEGMENTS_NEVER_REGRESS,
+    meta::A_META_WRITE_CARRIES_ITS_WRITERS_NOW,
     meta::EVERY_BOOT_BUMPS_SEGMENTS,
     meta::JOURNAL_NEVER_BEHIND_META,
     meta::RECORDED_FIELDS_CARRIED,
