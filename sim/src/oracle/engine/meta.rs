@@ -51,9 +51,20 @@ pub(super) fn iso_ms(s: &str) -> Option<i64> {
 
 fn a_meta_write_carries_its_writers_now(j: &Judged, out: &mut Vec<Witness>) {
     let runs = engine_runs(j);
-    let calls = &j.history.calls;
+    let ix = j.index();
     for &c in j.applied.iter().filter(|c| c.op == OpKind::PutMeta && runs.contains(c.run_id.as_str())) {
-        let (Some(_), Some(grant)) = (&c.lease, c.lease_grant.and_then(|id| calls.get(id))) else { continue };
+        let Some(lease) = c.lease.as_ref().filter(|l| l.run_id == c.run_id) else { continue };
+        // The acquire that granted the writer's lease: the last one of its epoch applied
+        // before the write, by the writer's own process.
+        let Some(grant) = ix
+            .recorded_before(&c.run_id, order(c))
+            .iter()
+            .rev()
+            .copied()
+            .find(|a| a.op == OpKind::Acquire && Judged::granted_epoch(a) == Some(lease.epoch.0))
+        else {
+            continue;
+        };
         if grant.node != c.node || grant.incarnation != c.incarnation {
             continue;
         }
@@ -597,7 +608,6 @@ mod tests {
             let mut h = HistoryBuilder::engine_run();
             let a = h.acquire(0, "a", "r", 1);
             h.meta_with(0, Some(&a), "r", RunStatus::Running, 1, serde_json::json!({"updatedAt": stamp}));
-            h.h.calls.last_mut().expect("the write").lease_grant = Some(0);
             h.judge(p)
         };
         assert!(run("1970-01-01T00:00:00.001Z").is_empty());
