@@ -855,6 +855,13 @@ fn reads_see_serial_history(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+/// Whether applied mutation `a` had taken effect when call `c` returned: by its apply position
+/// against what `c` saw (`seen_at`), or, for a mutation with no position, by its instant.
+fn took_effect_before(a: &Call, c: &Call) -> bool {
+    let (seen, returned) = (c.seen_at.unwrap_or(0), c.returned_ns.unwrap_or(u64::MAX));
+    a.applied.as_ref().map_or(Judged::applied_ns(a) <= returned, |x| x.order < seen)
+}
+
 /// Refusals judged against the grants the mutations applied before each refusal built. A
 /// refusal returns from its check with no await in between, so the check saw exactly the
 /// mutations applied by the time the call returned (`seen_at`), and compared the expiry with
@@ -876,11 +883,8 @@ fn refusals_follow_the_contract(j: &Judged, out: &mut Vec<Witness>) {
     let mut walk = GrantWalk::default();
     let mut applied = j.applied.iter().peekable();
     for c in refused {
-        let seen = c.seen_at.unwrap_or(0);
         let returned = c.returned_ns.unwrap_or(u64::MAX);
-        while let Some(a) = applied
-            .next_if(|a| a.applied.as_ref().map_or(Judged::applied_ns(a) <= returned, |x| x.order < seen))
-        {
+        while let Some(a) = applied.next_if(|a| took_effect_before(a, c)) {
             walk.apply(a);
         }
         let clock = match c.store_clock {
@@ -972,11 +976,8 @@ fn refusals_name_their_reason(j: &Judged, out: &mut Vec<Witness>) {
     let mut walk = GrantWalk::default();
     let mut applied = j.applied.iter().peekable();
     for (c, told) in refused {
-        let seen = c.seen_at.unwrap_or(0);
         let returned = c.returned_ns.unwrap_or(u64::MAX);
-        while let Some(a) = applied
-            .next_if(|a| a.applied.as_ref().map_or(Judged::applied_ns(a) <= returned, |x| x.order < seen))
-        {
+        while let Some(a) = applied.next_if(|a| took_effect_before(a, c)) {
             walk.apply(a);
         }
         if c.lease.is_none() && c.op != OpKind::Acquire {
@@ -1081,11 +1082,7 @@ fn order_refusals_follow_the_journal(j: &Judged, out: &mut Vec<Witness>) {
     let mut grants = GrantWalk::default();
     let mut applied = j.applied.iter().peekable();
     for c in refused {
-        let seen = c.seen_at.unwrap_or(0);
-        let returned = c.returned_ns.unwrap_or(u64::MAX);
-        while let Some(a) = applied
-            .next_if(|a| a.applied.as_ref().map_or(Judged::applied_ns(a) <= returned, |x| x.order < seen))
-        {
+        while let Some(a) = applied.next_if(|a| took_effect_before(a, c)) {
             grants.apply(a);
         }
         let seq = c.args.seq.map_or("no seq".to_string(), |s| format!("seq {s}"));
