@@ -2,7 +2,8 @@
 //! runs of its own; in each round it takes a lease and, in an order drawn from its seeded
 //! stream, probes the edges of the input domain: appends at the largest seq a store accepts
 //! (2^53-1) and one above it, a repeat of that seq (the A5 guard at the limit), loads of what
-//! it wrote, a meta record with non-ASCII text and unknown fields read back and listed, an
+//! it wrote, a meta record with non-ASCII text and unknown fields (in plans of workload
+//! revision 5 also empty ones: a name, a tag list, extra fields) read back and listed, an
 //! empty and a large blob read back and listed, calls whose run id, blob ref or owner the
 //! contract calls malformed (empty, `.`, `..`, a slash, a space, a non-ASCII byte), and a
 //! meta and an entry that name one field twice (their `extra` repeats a named field). The
@@ -78,6 +79,7 @@ pub static EDGES: Edges = Edges;
 /// whose processes restart more rarely is not short of coverage for it.
 const COVERAGE: &[Required] = &[
     required("malformed_input_refused", 900),
+    required("empty_values_read_back", 900),
     required("ttl_outside_the_domain_refused", 900),
     required("busy_met", 50),
 ];
@@ -107,6 +109,8 @@ struct Prober {
     rng: RefCell<ChaCha8Rng>,
     /// Whether each round also writes a run of its own with no lease (workload revision 3).
     unleased: bool,
+    /// Whether the meta probe also writes and lists empty values (workload revision 5).
+    empties: bool,
 }
 
 /// The probes of a round, in the order drawn.
@@ -250,10 +254,27 @@ impl Prober {
                 meta.extra.insert("label".into(), json!("caf\u{e9} \u{1f980} \"quoted\" \\ back"));
                 meta.extra.insert("nested".into(), json!({ "deep": [1, 2.5, null, true, { "k": "" }] }));
                 meta.extra.insert("big".into(), json!(SEQ_LIMIT));
+                if self.empties {
+                    // Empty is a value: each must read back as written, not as absent.
+                    meta.name = Some(String::new());
+                    meta.tags = Some(Vec::new());
+                    meta.extra.insert("blank".into(), json!(""));
+                    meta.extra.insert("none".into(), json!([]));
+                    meta.extra.insert("nothing".into(), json!({}));
+                }
                 let _ = self.patiently(|| self.store.put_meta(&meta, Some(lease))).await;
                 let _ = self.patiently(|| self.store.get_meta(run)).await;
                 let filter = RunFilter::default();
                 let _ = self.patiently(|| self.store.list_runs(&filter)).await;
+                if self.empties {
+                    // The empty name is a name (equality), and no tags is all-of nothing.
+                    let filter = RunFilter {
+                        name: Some(String::new()),
+                        tags: Some(Vec::new()),
+                        ..RunFilter::default()
+                    };
+                    let _ = self.patiently(|| self.store.list_runs(&filter)).await;
+                }
             }
             Probe::Blobs => {
                 let empty = format!("{run}/empty");
@@ -388,6 +409,7 @@ impl Scenario for Edges {
                 store: node.store,
                 rng: RefCell::new(rng(shared.seed, "edges", stream)),
                 unleased: node.world.plan.swarm.workload >= 3,
+                empties: node.world.plan.swarm.workload >= 5,
                 shared: shared.clone(),
             };
             prober.run(u64::from(node.world.plan.knobs.size)).await;

@@ -211,6 +211,10 @@ const REPAIR_FOUND_NOTHING: u32 = 60;
 /// 0..300 of workload revision 3: 267 and 280, 97 and 120 per mille.
 const BUDGET_REFUSED: u32 = 150;
 const BUDGET_COMPLETED: u32 = 50;
+/// Of `queue`'s and `queue-solo`'s seeds, the share that must settle a run on a zero budget
+/// exhausted (about 150 per mille at 300 seeds: a tight budget drew 0 and the run reached
+/// its first paid call).
+const ZERO_BUDGET_EXHAUSTED: u32 = 60;
 
 /// Share (per mille) of queue and queue-solo seeds in which a run that ended one way was
 /// settled again another way over an unchanged journal (a failed run whose every op had
@@ -283,6 +287,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
         required("repair_found_nothing_to_write", REPAIR_FOUND_NOTHING),
         required("paid_call_refused_by_the_budget", BUDGET_REFUSED),
         required("body_completed_over_its_budget", BUDGET_COMPLETED),
+        required("zero_budget_run_exhausted", ZERO_BUDGET_EXHAUSTED),
     ],
 };
 
@@ -361,6 +366,7 @@ pub static QUEUE_SOLO: EngineScenario = EngineScenario {
         required("ended_run_settled_again_otherwise", SETTLED_AGAIN),
         required("paid_call_refused_by_the_budget", BUDGET_REFUSED),
         required("body_completed_over_its_budget", BUDGET_COMPLETED),
+        required("zero_budget_run_exhausted", ZERO_BUDGET_EXHAUSTED),
     ],
     ..QUEUE
 };
@@ -818,6 +824,7 @@ impl Scenario for EngineScenario {
         let mut r = rng(plan.seed, "workload", 0);
         let priced = self.priced && plan.swarm.workload >= 3;
         let mut budgets = rng(plan.seed, "budget", 0);
+        let zero_budgets = plan.swarm.workload >= 5;
         // A plan of workload revision 0 draws from the workflows of its time.
         let abandons = self.abandons && plan.swarm.workload >= 4;
         let mut workflows: Vec<&str> =
@@ -845,7 +852,7 @@ impl Scenario for EngineScenario {
                 };
                 // A recorded field every segment's meta must carry verbatim; with a price, the
                 // budget the engine charges paid calls against.
-                let budget = if priced { draw_budget(&mut budgets) } else { 1 + i % 5 };
+                let budget = if priced { draw_budget(&mut budgets, zero_budgets) } else { 1 + i % 5 };
                 let options = RunOptions { budget_usd: Some(budget), ..options };
                 RunSpec {
                     run_id: run_id(if tmp { "tmp" } else { "run" }, i as usize),
@@ -1732,10 +1739,13 @@ const TIGHT_BUDGET_PER_MILLE: u32 = 150;
 /// `survey` (20 paid calls: refused at its 5th, 9th or 13th); a loose one (5 to 9) only by
 /// `survey`'s twentieth call on 5 dollars, which completes the body (it settles `exhausted`
 /// with its value). A retry of a run refused mid-run seeds its spend from the receipts and
-/// is refused again, unless a receipt was lost (then it pays once more).
-fn draw_budget(r: &mut impl Draw) -> u32 {
+/// is refused again, unless a receipt was lost (then it pays once more). From workload
+/// revision 5 (`zero`) a tight budget may be 0 dollars, the boundary: the run is refused at
+/// its first paid call (a zero budget is a budget, not "unlimited"). The draws are the same
+/// two either way, so only the budgets move.
+fn draw_budget(r: &mut impl Draw, zero: bool) -> u32 {
     if r.chance(TIGHT_BUDGET_PER_MILLE) {
-        r.between(1, 3) as u32
+        r.between(u64::from(!zero), 3) as u32
     } else {
         r.between(5, 9) as u32
     }

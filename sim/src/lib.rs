@@ -7,7 +7,7 @@
 //! behind the same store SPI; child processes of every kind go through `child`.
 //!
 //! Layers, bottom up (each module names only modules below it; `tests/layers.rs` fails on
-//! a circle): `seed`, `ledger`, `machine` (the real clocks) / `plan`, `child` / `time` (the
+//! a circle): `seed`, `ledger`, `machine` (the real clocks), `record_text` / `plan`, `child` / `time` (the
 //! virtual clock), `foreign` / `history` (with `FinalState`) / `verdict`, `recorded`,
 //! `world_state` / `env`, `oracle` / `actors`, `report` / `world` / `runner`, `catalog` /
 //! `sweep`, `real` / `findings` / `shrink`, `ci_report` / `explore`, `html` / `cli`.
@@ -41,6 +41,7 @@ pub mod machine;
 pub mod oracle;
 pub mod plan;
 pub mod real;
+pub mod record_text;
 pub mod recorded;
 pub mod report;
 pub mod richness;

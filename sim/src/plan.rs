@@ -254,13 +254,15 @@ pub struct Swarm {
     /// now and then pause between an audit and its repair (`QueueShared::review_repairs`), and
     /// each `edges` round ends with an unleased writer on a run nobody leases. Revision 4:
     /// `delete-cuts`' hosts also start `approval` runs and now and then abandon one they see
-    /// suspended with an unleased delete (`EngineScenario::abandons`).
+    /// suspended with an unleased delete (`EngineScenario::abandons`). Revision 5: a tight
+    /// budget in a priced scenario may be 0 dollars (`draw_budget`), and `edges`' meta probe
+    /// also writes empty values (an empty tag list, an empty name, empty extra fields).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub workload: u32,
 }
 
 /// The workload revision derived plans carry (see [`Swarm::workload`]).
-pub const WORKLOAD: u32 = 4;
+pub const WORKLOAD: u32 = 5;
 
 /// The share of drawn worker stops that derived plans deliver as interrupts, per mille.
 pub const INTERRUPT_PER_MILLE: u32 = 400;

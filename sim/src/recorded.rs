@@ -15,6 +15,7 @@ use store::{
 use crate::foreign::{AnyStore, AnyTranscripts};
 
 use crate::history::{Args, OpKind, Outcome, Read, Recorder, WithCall};
+use crate::record_text::{entry_text, meta_text};
 
 /// Marks a call `Unknown` if its future is dropped before it returns (the node died).
 struct InFlight {
@@ -173,7 +174,7 @@ impl JournalStore for RecordedStore {
         entry: &JournalEntry,
         lease: Option<&Lease>,
     ) -> Result<(), StoreError> {
-        let args = Args { seq: Some(entry.seq.0), payload: Some(entry.to_json()), ..Args::default() };
+        let args = Args { seq: Some(entry.seq.0), payload: Some(entry_text(entry)), ..Args::default() };
         let fut = self.inner.append(run_id, entry, lease);
         self.caller.call(OpKind::Append, run_id, lease, args, fut, blank, none).await
     }
@@ -193,7 +194,7 @@ impl JournalStore for RecordedStore {
     }
 
     async fn put_meta(&self, meta: &RunMeta, lease: Option<&Lease>) -> Result<(), StoreError> {
-        let args = Args { payload: Some(meta.to_json()), ..Args::default() };
+        let args = Args { payload: Some(meta_text(meta)), ..Args::default() };
         let fut = self.inner.put_meta(meta, lease);
         let detail = format!("status={}", meta.status);
         self.caller.call(OpKind::PutMeta, &meta.run_id, lease, args, fut, |_| detail, none).await

@@ -4,7 +4,7 @@
 //! (comments skipped), and fails on any circle, printing it with the line behind each edge.
 //!
 //! The layers today, bottom up (a module names only modules on lines above its own):
-//! `seed` `ledger` `machine` `audit` / `plan` `child` / `time` `foreign` / `history` /
+//! `seed` `ledger` `machine` `audit` `record_text` / `plan` `child` / `time` `foreign` / `history` /
 //! `verdict` `recorded` `world_state` / `env` `oracle` / `actors` `report` / `world` /
 //! `runner` `catalog` / `sweep` `real` / `findings` / `shrink` `ci_report` / `explore`
 //! `html` / `cli`.

@@ -23,7 +23,7 @@ mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use support::rust_files;
 
@@ -320,6 +320,53 @@ fn sim_fn_names() -> BTreeSet<String> {
     out
 }
 
+/// The files held to the oracle's rules: the oracle's own, and the harness's record text
+/// (the recorder writes payloads with it and the oracle shapes reads with it, so it judges
+/// too).
+fn judged_files() -> Vec<PathBuf> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = rust_files(&src.join("oracle"));
+    files.push(src.join("oracle/../record_text.rs"));
+    files
+}
+
+/// Where `text`, before its test module, serializes through serde (`serde_json::to_value`,
+/// `to_string`, `to_vec`, `to_writer`): on a store type that runs the store's serde derive,
+/// so a serialization bug in the store would shape both sides of a comparison.
+fn serde_renderings(text: &str) -> Vec<String> {
+    let code = text.split("#[cfg(test)]").next().unwrap_or("");
+    let mut out = Vec::new();
+    for (n, line) in code.lines().enumerate() {
+        let line = line.split("//").next().unwrap_or("");
+        for banned in
+            ["serde_json::to_value", "serde_json::to_string", "serde_json::to_vec", "serde_json::to_writer"]
+        {
+            if line.contains(banned) {
+                out.push(format!("line {}: {banned}", n + 1));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_oracle_renders_what_it_compares_with_its_own_text() {
+    assert_eq!(serde_renderings("let v = serde_json::to_value(&meta);").len(), 1);
+    assert_eq!(serde_renderings("let v = x; // not serde_json::to_value here").len(), 0);
+    assert_eq!(serde_renderings("fn a() {}\n#[cfg(test)]\nmod tests { serde_json::to_string(&m) }").len(), 0);
+    let mut found = Vec::new();
+    let mut read = 0;
+    for f in judged_files() {
+        let text = fs::read_to_string(&f).unwrap_or_else(|e| panic!("cannot read {}: {e}", f.display()));
+        read += usize::from(text.contains("fn "));
+        for b in serde_renderings(&text) {
+            found.push(format!("{}: {b}", f.display()));
+        }
+    }
+    assert!(read > 10, "only {read} files read");
+    assert!(found.is_empty(), "the oracle renders through serde's derive:\n{}", found.join("\n"));
+}
+
 #[test]
 fn the_checker_flags_functions_and_actor_imports_and_passes_types_and_constants() {
     let bad = [
@@ -347,7 +394,7 @@ fn the_checker_flags_functions_and_actor_imports_and_passes_types_and_constants(
 #[test]
 fn the_oracle_names_only_types_and_constants_of_the_store_and_never_the_actors() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/oracle");
-    let files = rust_files(&dir);
+    let files = judged_files();
     let names: Vec<String> = files
         .iter()
         .filter_map(|p| p.strip_prefix(&dir).ok().map(|n| n.to_string_lossy().into_owned()))
@@ -361,6 +408,7 @@ fn the_oracle_names_only_types_and_constants_of_the_store_and_never_the_actors()
         "engine/payments.rs",
         "model.rs",
         "goals.rs",
+        "../record_text.rs",
     ] {
         assert!(
             names.iter().any(|n| n == must),
@@ -445,9 +493,8 @@ fn the_oracle_calls_no_method_of_the_store() {
     }
     let sim_fns = sim_fn_names();
     assert!(sim_fns.contains("of") && sim_fns.contains("word"), "the simulator's own fns were not read");
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/oracle");
     let mut found = Vec::new();
-    for f in rust_files(&dir) {
+    for f in judged_files() {
         let text = fs::read_to_string(&f).unwrap_or_else(|e| panic!("cannot read {}: {e}", f.display()));
         for b in method_borrowings(&text, &store, &sim_fns) {
             found.push(format!("{}: {b}", f.display()));

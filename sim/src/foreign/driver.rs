@@ -39,6 +39,7 @@ use store::{
 use super::protocol::{lease_value, parse_line, request, resume, Hello, Incoming};
 use super::ForeignSpec;
 use crate::child::{ChildProc, ReadError};
+use crate::record_text::{entry_text, meta_text};
 
 /// How to open one store process.
 #[derive(Clone, Debug)]
@@ -321,8 +322,11 @@ impl JournalStore for ForeignStore {
         entry: &JournalEntry,
         lease: Option<&Lease>,
     ) -> Result<(), StoreError> {
-        let a =
-            vec![("run_id", json!(run_id)), ("entry", json!(entry.to_json())), ("lease", lease_value(lease))];
+        let a = vec![
+            ("run_id", json!(run_id)),
+            ("entry", json!(entry_text(entry))),
+            ("lease", lease_value(lease)),
+        ];
         self.inner.mutate("append", a).await
     }
 
@@ -336,7 +340,7 @@ impl JournalStore for ForeignStore {
     }
 
     async fn put_meta(&self, meta: &RunMeta, lease: Option<&Lease>) -> Result<(), StoreError> {
-        let a = vec![("meta", json!(meta.to_json())), ("lease", lease_value(lease))];
+        let a = vec![("meta", json!(meta_text(meta))), ("lease", lease_value(lease))];
         self.inner.mutate("put_meta", a).await
     }
 

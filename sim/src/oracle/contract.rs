@@ -17,6 +17,7 @@ use store::engine::{Op, PROVIDER_CALL_DECISION_TYPE, RUN_SETTLE_DECISION_TYPE};
 use store::{RunFilter, RunStatus};
 
 use crate::history::{Args, Call, OpKind};
+use crate::record_text::entry_shape;
 
 /// A run status as meta records it (docs/engine-model.md 3.1): `running` and `suspended` are
 /// resumable, the other four terminal.
@@ -529,7 +530,7 @@ pub fn audit(meta: Option<Status>, entries: &[EntryView]) -> Audit {
 /// The oracle's views of the entries a load returned; `None` when one is not readable as an
 /// entry.
 pub fn entry_views(entries: &[store::JournalEntry]) -> Option<Vec<EntryView>> {
-    entries.iter().map(|e| EntryView::of_value(serde_json::to_value(e).ok()?)).collect()
+    entries.iter().map(|e| EntryView::of_value(entry_shape(e))).collect()
 }
 
 /// A journal's shape in the terms the audit table (7.1) distinguishes, as a name: `empty`;

@@ -6,6 +6,8 @@
 
 use std::collections::BTreeMap;
 
+use serde_json::Value;
+
 use super::contract::{is_deletion_record_put, record_names, EntryView, MetaView, Status};
 use super::engine::order;
 use super::model::{walk_grants, Judged};
@@ -168,6 +170,16 @@ pub const GOALS: &[Goal] = &[
         name: "body_completed_over_its_budget",
         claim: "A segment settled a run exhausted with a value (its body completed with the last paid call spending the budget: settled_value_matches_workflow judged the value that survives).",
         check: body_completed_over_its_budget,
+    },
+    Goal {
+        name: "zero_budget_run_exhausted",
+        claim: "A run whose meta records a budget of 0 dollars settled exhausted (a zero budget is the boundary: the run's spend has reached it before its first paid call, so paid_calls_stay_within_the_budget and a_run_exhausts_at_its_budget judged a run no paid call was allowed).",
+        check: zero_budget_run_exhausted,
+    },
+    Goal {
+        name: "empty_values_read_back",
+        claim: "A meta record carrying an empty name and an empty tag list was applied and then read back by get_meta before its run's meta changed again (reads_see_serial_history judged whether an empty value reads back as written or as absent).",
+        check: empty_values_read_back,
     },
     Goal {
         name: "holder_finished_a_marked_deletion",
@@ -384,6 +396,30 @@ fn paid_call_refused_by_the_budget(j: &Judged) -> bool {
 
 fn body_completed_over_its_budget(j: &Judged) -> bool {
     settled_exhausted(j, true)
+}
+
+fn zero_budget_run_exhausted(j: &Judged) -> bool {
+    applied_metas(j)
+        .any(|m| m.status == Status::Exhausted && m.raw.get("budgetUsd").and_then(Value::as_u64) == Some(0))
+}
+
+fn empty_values_read_back(j: &Judged) -> bool {
+    let ix = j.index();
+    let empty = |c: &Call| {
+        c.op == OpKind::PutMeta
+            && c.args.payload.as_deref().and_then(MetaView::parse).is_some_and(|m| {
+                m.name.as_deref() == Some("") && m.tags.as_ref().is_some_and(|t| t.is_empty())
+            })
+    };
+    j.history.calls.iter().filter(|c| c.op == OpKind::GetMeta && c.outcome.is_ok()).any(|read| {
+        let Some(at) = read.seen_at else { return false };
+        let last = ix
+            .recorded_before(&read.run_id, at)
+            .iter()
+            .rev()
+            .find(|c| matches!(c.op, OpKind::PutMeta | OpKind::Delete));
+        last.is_some_and(|c| empty(c))
+    })
 }
 
 fn run_settled_cancelled(j: &Judged) -> bool {
@@ -622,6 +658,47 @@ mod tests {
         h.append(0, &a, "r", running(0));
         census(&mut h, "op", &["r"]);
         assert!(!met(&h, goal), "the run had an entry when it was listed");
+    }
+
+    #[test]
+    fn a_zero_budget_is_met_only_by_an_exhausted_run_whose_budget_was_zero() {
+        let goal = "zero_budget_run_exhausted";
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "w", "r", 1);
+        h.meta_with(0, Some(&a), "r", RunStatus::Running, 1, serde_json::json!({"budgetUsd": 0}));
+        assert!(!met(&h, goal), "booted on a zero budget, not settled yet");
+        h.meta_with(0, Some(&a), "r", RunStatus::Exhausted, 1, serde_json::json!({"budgetUsd": 1}));
+        assert!(!met(&h, goal), "exhausted on a one-dollar budget");
+        h.meta_with(0, Some(&a), "r", RunStatus::Ok, 1, serde_json::json!({"budgetUsd": 0}));
+        assert!(!met(&h, goal), "a zero budget that settled ok");
+        h.meta_with(0, Some(&a), "r", RunStatus::Exhausted, 1, serde_json::json!({"budgetUsd": 0}));
+        assert!(met(&h, goal));
+    }
+
+    #[test]
+    fn empty_values_are_met_only_when_read_while_they_are_the_runs_meta() {
+        let goal = "empty_values_read_back";
+        let empties = serde_json::json!({"name": "", "tags": []});
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "w", "r", 1);
+        h.meta_with(0, Some(&a), "r", RunStatus::Running, 1, empties.clone());
+        assert!(!met(&h, goal), "written, never read");
+        h.meta(0, Some(&a), "r", RunStatus::Running, 1);
+        h.read_meta(0, "w", "r");
+        assert!(!met(&h, goal), "another record replaced it before the read");
+        h.meta_with(0, Some(&a), "r", RunStatus::Running, 1, serde_json::json!({"name": "", "tags": ["t"]}));
+        h.read_meta(0, "w", "r");
+        assert!(!met(&h, goal), "a tag list that is not empty");
+        h.meta_with(0, Some(&a), "r", RunStatus::Running, 1, empties.clone());
+        h.read_meta(0, "w", "other");
+        assert!(!met(&h, goal), "a read of another run");
+        h.read_meta(0, "w", "r");
+        assert!(met(&h, goal));
+        let mut h = HistoryBuilder::engine_run();
+        h.meta_with(0, Some(&a), "r", RunStatus::Running, 1, empties);
+        h.delete(0, Some(&a), "r");
+        h.read_meta_gone(0, "w", "r");
+        assert!(!met(&h, goal), "deleted before the read");
     }
 
     #[test]

@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
 use serde_json::Value;
 
 use super::contract::{
@@ -13,6 +12,7 @@ use super::contract::{
 use super::model::{rejected, staleness, t, walk_grants, who, GrantWalk, Judged};
 use super::{Expectation, Property, Witness};
 use crate::history::{describe_call, Call, FactKind, OpKind, Outcome, Read, StoreClock};
+use crate::record_text::{entry_shape, meta_shape};
 
 /// Every store-level property, in report order.
 pub const ALL: &[Property] = &[
@@ -631,18 +631,14 @@ fn rejected_call_changed_nothing(j: &Judged, out: &mut Vec<Witness>) {
 
 /// The serial state the reads are judged against: each run's entries and meta record as
 /// the oracle decoded them from the applied payloads. A read result is compared by its JSON
-/// shape: the contract's round trip (docs/store-contract.md 1.2: A4, meta separation) says a store
+/// shape, rendered by the harness's own text (`record_text`), never the store's serializer:
+/// the contract's round trip (docs/store-contract.md 1.2: A4, meta separation) says a store
 /// hands back exactly what was written.
 #[derive(Default)]
 struct ReadModel {
     journal: BTreeMap<String, Vec<Value>>,
     meta: BTreeMap<String, MetaView>,
     blobs: BTreeMap<String, Vec<u8>>,
-}
-
-/// A read result's JSON shape (`Null` if it has none, which no payload equals).
-fn shape<T: Serialize>(t: &T) -> Value {
-    serde_json::to_value(t).unwrap_or(Value::Null)
 }
 
 impl ReadModel {
@@ -688,7 +684,7 @@ impl ReadModel {
         match read {
             Read::Entries(got) => {
                 let want = self.journal.get(run).map_or(&[][..], |v| v.as_slice());
-                let got: Vec<Value> = got.iter().map(shape).collect();
+                let got: Vec<Value> = got.iter().map(entry_shape).collect();
                 if got.as_slice() == want {
                     return None;
                 }
@@ -704,7 +700,7 @@ impl ReadModel {
             }
             Read::Meta(got) => {
                 let want = self.meta.get(run).map(|m| &m.raw);
-                let got = got.as_ref().map(shape);
+                let got = got.as_ref().map(meta_shape);
                 (got.as_ref() != want).then(|| {
                     format!(
                         "returned {} where the durable meta is {}",
@@ -746,7 +742,7 @@ impl ReadModel {
                 let listed: Vec<(Value, Option<MetaView>)> = metas
                     .iter()
                     .map(|m| {
-                        let v = shape(m);
+                        let v = meta_shape(m);
                         (v.clone(), MetaView::of_value(v))
                     })
                     .collect();
@@ -1300,7 +1296,7 @@ mod tests {
     }
 
     /// The payload text a writer sends for `v` (its serialized shape).
-    fn text<T: Serialize>(v: &T) -> String {
+    fn text<T: serde::Serialize>(v: &T) -> String {
         serde_json::to_string(v).expect("serializable")
     }
 
