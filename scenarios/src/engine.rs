@@ -572,6 +572,12 @@ pub struct QueueShared {
     pub answers_running: bool,
     /// [`EngineScenario::abandons`], in a plan of workload revision 4 or later.
     pub abandons: bool,
+    /// With `abandons`, in a plan of workload revision 5 or later: a host also deletes, now
+    /// and then, a run of its own it reads `running` (the user gives up on a run that looks
+    /// stuck), under a brief lease of its own: granted only once the holder's lease lapsed,
+    /// so only a run whose holder is gone is deleted, and no live holder meets the cascade
+    /// (an unleased delete is unfenced, FW4, and would cut a live holder's checkpoints).
+    pub deletes_stuck: bool,
     /// The runs a host's delete took (its cascade finished): the runs a `retry_deleted` host
     /// may retry with no meta to read.
     pub deleted: RefCell<BTreeSet<String>>,
@@ -889,6 +895,7 @@ impl Scenario for EngineScenario {
             double_clicks: self.double_clicks,
             answers_running: self.answers_running && plan.swarm.user_actors,
             abandons,
+            deletes_stuck: abandons && plan.swarm.workload >= 5,
             deleted: RefCell::new(BTreeSet::new()),
             retrying: RefCell::new(BTreeMap::new()),
             pending: RefCell::new(BTreeMap::new()),
@@ -1101,8 +1108,9 @@ async fn node_body(node: NodeCtx) {
                 };
                 // Whether the run was picked from the failed runs' list (which read its status).
                 let mut listed_failed = false;
-                // Whether the user gives up on the run, which it saw waiting on an approval.
-                let mut abandoning = false;
+                // Whether the user gives up on the run, which it saw waiting on an approval
+                // (deleted with no lease) or stuck running (deleted under a brief lease).
+                let mut abandoning: Option<Deleting> = None;
                 let (spec, own) = match joined {
                     Some(j) => j,
                     None => {
@@ -1159,7 +1167,15 @@ async fn node_body(node: NodeCtx) {
                                 && meta.status == RunStatus::Suspended
                                 && ar.chance(ABANDON_PER_MILLE) =>
                         {
-                            abandoning = true;
+                            abandoning = Some(Deleting::Abandoned);
+                        }
+                        Ok(Some(meta))
+                            if sh.deletes_stuck
+                                && *own
+                                && meta.status == RunStatus::Running
+                                && ar.chance(STUCK_DELETE_PER_MILLE) =>
+                        {
+                            abandoning = Some(Deleting::Stuck);
                         }
                         // A run its delete took, retried from a stale page.
                         Ok(None)
@@ -1182,14 +1198,9 @@ async fn node_body(node: NodeCtx) {
                     // resolves (with `retry_any`, once its submitting host's handle has).
                     continue;
                 }
-                if abandoning {
-                    // Deleted with no lease: the user's page has none to pass.
+                if let Some(how) = abandoning {
                     let alive = sh
-                        .in_flight(
-                            index,
-                            incarnation,
-                            host_delete(&engine, &sink, &sh, &spec.run_id, false, true),
-                        )
+                        .in_flight(index, incarnation, host_delete(&engine, &sink, &sh, &spec.run_id, how))
                         .await;
                     if !alive {
                         return;
@@ -1204,13 +1215,13 @@ async fn node_body(node: NodeCtx) {
                 {
                     // The user deletes the finished run instead (it may be retried later,
                     // which recreates it).
-                    let leased = !ur.chance(UNLEASED_DELETE_PER_MILLE);
+                    let how = if ur.chance(UNLEASED_DELETE_PER_MILLE) {
+                        Deleting::Unleased
+                    } else {
+                        Deleting::Leased
+                    };
                     let alive = sh
-                        .in_flight(
-                            index,
-                            incarnation,
-                            host_delete(&engine, &sink, &sh, &spec.run_id, leased, false),
-                        )
+                        .in_flight(index, incarnation, host_delete(&engine, &sink, &sh, &spec.run_id, how))
                         .await;
                     if !alive {
                         return;
@@ -1791,22 +1802,39 @@ const RETRY_DELETED_PER_MILLE: u32 = 500;
 /// start: a new genesis), per mille.
 const RESUBMIT_PER_MILLE: u32 = 400;
 
-/// A host's `deleteRun` of one of its runs it saw terminal: under a brief lease of its own
-/// (a held run is left alone), re-read the meta and delete only a run still terminal, with
-/// its blobs (the engine's cascade, the lease passed). Not `leased`: the same without the
-/// lease, so the store's unleased delete path (and its single transaction) meets the other
-/// writers. `abandoned` (never leased): a run the user saw suspended and gave up on, deleted
-/// if its meta still reads terminal or suspended. `false`: the process died.
+/// Of a `deletes_stuck` host's ticks on a run of its own it reads `running`, the share that
+/// deletes it, per mille.
+const STUCK_DELETE_PER_MILLE: u32 = 250;
+
+/// Which of a host's deletes, and what its meta re-read lets it delete.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Deleting {
+    /// A run the user saw terminal, under a brief lease of the host's own (a held run is
+    /// left alone): deleted if still terminal.
+    Leased,
+    /// The same without the lease, so the store's unleased delete path (and its single
+    /// transaction) meets the other writers.
+    Unleased,
+    /// A run the user saw suspended and gave up on, with no lease (the user's page has none to
+    /// pass): deleted if still terminal or suspended.
+    Abandoned,
+    /// A run the user saw stuck `running`, under a brief lease (granted only once its holder's
+    /// lease lapsed): deleted if still terminal or running. A cut cascade leaves a running
+    /// meta its deletion record names, which a worker's drive must finish deleting.
+    Stuck,
+}
+
+/// A host's `deleteRun` of one of its runs (see [`Deleting`]): the meta re-read, then the
+/// engine's cascade, the lease passed when there is one. `false`: the process died.
 async fn host_delete(
     engine: &SimEngine,
     sink: &FactSink,
     sh: &QueueShared,
     run_id: &str,
-    leased: bool,
-    abandoned: bool,
+    how: Deleting,
 ) -> bool {
     let journal = engine.journal();
-    let lease = if leased {
+    let lease = if matches!(how, Deleting::Leased | Deleting::Stuck) {
         match journal.acquire(run_id, engine.owner()).await {
             Ok(l) => Some(l),
             Err(StoreError::Crashed { .. }) => return false,
@@ -1823,7 +1851,10 @@ async fn host_delete(
         }
     };
     match journal.get_meta(run_id).await {
-        Ok(Some(m)) if m.status.is_terminal() || (abandoned && m.status == RunStatus::Suspended) => {}
+        Ok(Some(m))
+            if m.status.is_terminal()
+                || (how == Deleting::Abandoned && m.status == RunStatus::Suspended)
+                || (how == Deleting::Stuck && m.status == RunStatus::Running) => {}
         Err(StoreError::Crashed { .. }) => return false,
         _ => return release().await,
     }

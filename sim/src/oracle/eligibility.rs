@@ -25,13 +25,13 @@ use super::contract::{
 };
 use super::model::{t, Judged};
 use super::{Expectation, Property, Witness};
-use crate::history::{describe_call, Call, FactKind, OpKind};
+use crate::history::{describe_call, Call, FactKind, OpKind, Read};
 
 pub const ALL: &[Property] = &[
     Property {
         name: "only_terminal_runs_deleted",
         expectation: Expectation::Always,
-        claim: "A run deletion made by an engine identity under a lease (retention, a leased deletion cascade) applies only while the run's meta is terminal: a running or suspended run is never deleted. The lease is what makes the deleter's read of the status still true when the delete applies: no one else writes the run while it is held.",
+        claim: "A run deletion made by an engine identity under a lease (retention, a leased deletion cascade) applies only while the run's meta is terminal: a running or suspended run is never deleted, unless the deleter read that very status under the same lease and the lease was not taken for retention (a user deleting a run they see stuck `running`, under a brief lease granted only once its holder's lapsed). The lease is what makes the deleter's read of the status still true when the delete applies: no one else writes the run while it is held.",
         not_checked: "Deletions without a lease: rulvar's unleased deleteRun is an unfenced host decision, and nothing stops a resume from booting the run between the host's read of a terminal meta and its delete (explore found that window from queue-solo under current, docs/explore-findings/); deletions by actors that do not say who they are (host decisions of store-level actors); a delete that finishes a deletion another identity began (the run's deletion record, put by another identity, names the meta's generation when the delete applies: a worker's drive finishing a cascade an unleased host began while a resume booted the run, docs/engine-model.md 6.1); the scenario's own retention rule beyond terminality.",
         check: only_terminal_runs_deleted,
     },
@@ -53,7 +53,7 @@ pub const ALL: &[Property] = &[
         name: "prune_only_spent_checkpoints",
         expectation: Expectation::Always,
         claim: "A checkpoint an engine identity deletes outside a deletion cascade belongs to an ok agent terminal in the run's journal (the checkpoint of its running entry) and no other entry mentions it (as a value or an object key, docs/engine-model.md 6.2); one a deletion cascade cut before its journal delete deletes is not one of a live generation (the run's meta is not `running` or `suspended`).",
-        not_checked: "Blobs that are not checkpoints (`<run>/ckpt/<seq>`); deletions by actors that do not say who they are.",
+        not_checked: "Blobs that are not checkpoints (`<run>/ckpt/<seq>`); deletions by actors that do not say who they are; the run's status under an unleased deletion cascade (a host's unfenced decision; FW4 is judged by the store family); a blob delete that finishes a deletion another identity began (the run's deletion record, put by another identity, names the meta's generation when it applies: a drive finishing a marked run's cascade, which a takeover may cut in turn, docs/engine-model.md 6.1).",
         check: prune_only_spent_checkpoints,
     },
     Property {
@@ -124,10 +124,11 @@ fn replay<'h>(j: &Judged<'h>, mut visit: impl FnMut(&'h Call, &[EntryView], Opti
     }
 }
 
-/// The journal deletes that finish a deletion another identity began: when the delete
-/// applies, the run's deletion record (the bare ref `<run>`), put by another identity, names
-/// the generation of the meta (its `genesis`, the empty string for none; docs/engine-model.md
-/// 6.1: a worker whose drive meets such a run finishes the deletion under the drive's lease).
+/// The journal and blob deletes that finish a deletion another identity began: when the
+/// delete applies, the run's deletion record (the bare ref `<run>`), put by another identity,
+/// names the generation of the meta (its `genesis`, the empty string for none;
+/// docs/engine-model.md 6.1: a worker whose drive meets such a run finishes the deletion under
+/// the drive's lease, and a crash or a takeover may cut that cascade in turn).
 fn finishing_deletes(j: &Judged) -> std::collections::BTreeSet<usize> {
     let who = |c: &Call| (c.node, c.incarnation, c.args.actor.clone());
     let mut genesis: BTreeMap<&str, Option<String>> = BTreeMap::new();
@@ -144,9 +145,10 @@ fn finishing_deletes(j: &Judged) -> std::collections::BTreeSet<usize> {
             OpKind::BlobPut if is_deletion_record_put(c) => {
                 records.entry(run).or_default().push(c);
             }
-            OpKind::Delete => {
+            OpKind::Delete | OpKind::BlobDelete => {
                 // The deleter's own cascade writes a record too: any other identity's counts.
-                let named = genesis.remove(run).is_some_and(|g| {
+                let g = if c.op == OpKind::Delete { genesis.remove(run) } else { genesis.get(run).cloned() };
+                let named = g.is_some_and(|g| {
                     records.get(run).is_some_and(|rs| {
                         rs.iter().any(|r| who(r) != who(c) && record_names(r, g.as_deref()))
                     })
@@ -161,11 +163,47 @@ fn finishing_deletes(j: &Judged) -> std::collections::BTreeSet<usize> {
     out
 }
 
+/// Whether `c`, a leased deletion write by an engine identity, deletes a live run on purpose:
+/// the same process and identity read the run's meta under this lease (after the acquire
+/// that granted it) and saw the live status `status` the run still has, and the lease was
+/// not taken for retention (which deletes only terminal runs). A user who deletes a run they
+/// see stuck `running` does so under a brief lease, and the lease keeps that read true.
+fn deliberate_live_delete(j: &Judged, c: &Call, status: Option<Status>) -> bool {
+    let (Some(lease), Some(status)) = (c.lease.as_ref(), status) else { return false };
+    if lease.run_id != c.run_id
+        || j.index().marked(
+            "worker.retention.after_acquire",
+            c.node,
+            c.incarnation,
+            &c.run_id,
+            Some(lease.epoch.0),
+        )
+    {
+        return false;
+    }
+    let process = j.index().of_process(c.node, c.incarnation);
+    let before = &process[..process.partition_point(|p| p.id < c.id)];
+    let mine = |p: &&&Call| p.run_id == c.run_id && p.args.actor == c.args.actor;
+    let Some(granted) =
+        before.iter().rposition(|p| mine(&p) && p.op == OpKind::Acquire && p.granted.as_ref() == Some(lease))
+    else {
+        return false;
+    };
+    let read = before[granted + 1..].iter().filter(mine).rev().find_map(|p| match (&p.op, &p.read) {
+        (OpKind::GetMeta, Some(Read::Meta(m))) => Some(m.as_ref().map(|m| Status::of(m.status))),
+        _ => None,
+    });
+    read == Some(Some(status))
+}
+
 fn only_terminal_runs_deleted(j: &Judged, out: &mut Vec<Witness>) {
     let finishing = finishing_deletes(j);
     replay(j, |c, journal, status| {
         if c.op != OpKind::Delete || c.args.actor.is_none() || c.lease.is_none() || finishing.contains(&c.id)
         {
+            return;
+        }
+        if deliberate_live_delete(j, c, status) {
             return;
         }
         if status.is_none() && journal.is_empty() {
@@ -286,8 +324,9 @@ fn sweeps_skip_only_blocked_runs(j: &Judged, out: &mut Vec<Witness>) {
 }
 
 fn prune_only_spent_checkpoints(j: &Judged, out: &mut Vec<Witness>) {
+    let finishing = finishing_deletes(j);
     replay(j, |c, journal, status| {
-        if c.op != OpKind::BlobDelete || c.args.actor.is_none() {
+        if c.op != OpKind::BlobDelete || c.args.actor.is_none() || finishing.contains(&c.id) {
             return;
         }
         let Some(r) = c.args.blob_ref.as_deref() else { return };
@@ -315,10 +354,14 @@ fn prune_only_spent_checkpoints(j: &Judged, out: &mut Vec<Witness>) {
         // A `deleteRun` cascade a crash cut before its journal delete (after any of its blob
         // deletes): the process began the cascade (`engine.delete.before_blobs`) before this
         // blob delete, under this lease or, like it, under none (a host's unleased delete).
-        // Its blob deletes are the deletion's, lawful unless a live generation's meta
-        // (`running` or `suspended`) is there: a retry resumed the run since the cascade read
-        // it terminal. With no meta, no generation is live (a boot writes meta before any
-        // checkpoint), so what such a delete meets is a dead generation's leftover.
+        // Its blob deletes are the deletion's. Under a lease they are lawful unless a live
+        // generation's meta (`running` or `suspended`) is there: a retry resumed the run since
+        // the cascade read it terminal, which the lease exists to prevent. With no meta, no
+        // generation is live (a boot writes meta before any checkpoint), so what such a delete
+        // meets is a dead generation's leftover. An unleased cascade's status is not judged,
+        // as in only_terminal_runs_deleted: rulvar's unleased deleteRun is the host's unfenced
+        // decision (a user deletes a run stuck `running` or abandons a suspended one), and
+        // FW4, which refuses it while a holder's lease is live, is judged by the store family.
         let at = c.applied.as_ref().map_or(usize::MAX, |a| a.order);
         let cut_delete = j.history.marks.iter().any(|m| {
             m.point == "engine.delete.before_blobs"
@@ -329,7 +372,8 @@ fn prune_only_spent_checkpoints(j: &Judged, out: &mut Vec<Witness>) {
                 && m.epoch == c.lease.as_ref().map(|l| l.epoch.0)
         });
         if cut_delete {
-            if let Some(live) = status.filter(|s| !s.is_terminal()) {
+            let judged = c.lease.is_some() && !deliberate_live_delete(j, c, status);
+            if let Some(live) = status.filter(|s| !s.is_terminal() && judged) {
                 out.push(
                     Witness::new(format!(
                         "n{} ({})'s {} at t={} deleted a checkpoint in a deletion cascade while the run's meta was {}",
@@ -807,6 +851,41 @@ mod tests {
     }
 
     #[test]
+    fn a_run_deleted_as_its_deleter_read_it_under_the_lease_is_lawful() {
+        use testkit::engine::HistoryBuilder;
+        let p = "only_terminal_runs_deleted";
+        // Run r left running by a holder that is gone; a host takes a brief lease
+        // (`granted`), reads the meta (`read`: whether it reads it after the grant), and
+        // deletes the run; `retention` marks the lease as a retention worker's.
+        let stuck = |read: bool, retention: bool, changed: bool| {
+            let mut h = HistoryBuilder::engine_run();
+            let a = h.acquire(1, "host-a", "r", 1);
+            h.meta(1, Some(&a), "r", store::RunStatus::Running, 1);
+            let b = h.acquire(0, "host-b", "r", 2);
+            if read {
+                h.read_meta(0, "host-b", "r");
+                let m = testkit::meta_record("r", store::RunStatus::Running);
+                h.h.calls.last_mut().expect("just read").read = Some(Read::Meta(Some(m)));
+            }
+            if retention {
+                h.mark(0, "worker.retention.after_acquire", "r", Some(2));
+            }
+            if changed {
+                h.meta(0, Some(&b), "r", store::RunStatus::Suspended, 1);
+            }
+            h.delete(0, Some(&b), "r");
+            for c in h.h.calls.iter_mut().filter(|c| c.node == 0) {
+                c.args.actor = Some("host-b".into());
+            }
+            h.judge(p)
+        };
+        assert!(stuck(true, false, false).is_empty(), "{:?}", stuck(true, false, false));
+        assert_eq!(stuck(false, false, false).len(), 1, "no read under the lease: judged by status");
+        assert_eq!(stuck(true, true, false).len(), 1, "retention deletes only terminal runs");
+        assert_eq!(stuck(true, false, true).len(), 1, "the status changed since the read");
+    }
+
+    #[test]
     fn a_sweep_resuming_a_run_that_settled_since_its_listing_is_caught() {
         // A host cancelled the run (unleased here), then the sweep's segment boots it.
         let sweep = |before: &str, mark: bool| {
@@ -925,6 +1004,37 @@ mod tests {
     }
 
     #[test]
+    fn a_drive_finishing_another_identitys_deletion_is_not_a_prune_even_when_cut() {
+        use testkit::engine::{op_entry, HistoryBuilder};
+        let p = "prune_only_spent_checkpoints";
+        // Run r, generation g, running with a live dispatch and its checkpoint; a host put the
+        // deletion record (`by`: naming `names`), and a worker's drive, finishing the
+        // deletion, deletes the checkpoint before a takeover cuts its cascade.
+        let cut = |by: &str, names: &str| {
+            let mut h = HistoryBuilder::engine_run();
+            let a = h.acquire(1, "host", "r", 1);
+            h.meta_with(1, Some(&a), "r", store::RunStatus::Running, 1, json!({"genesis": "g"}));
+            h.append(1, &a, "r", op_entry(0, "agent", "op:0:a", "running", None));
+            h.ckpt(1, &a, "r", 0, 1);
+            let record_node = if by == "host" { 1 } else { 0 };
+            h.deletion_record(record_node, None, "r", names.as_bytes());
+            if let Some(c) = h.h.calls.last_mut() {
+                c.args.actor = Some(by.into());
+            }
+            let w = h.acquire(0, "worker", "r", 2);
+            h.blob_delete(0, Some(&w), "r", "r/ckpt/0");
+            if let Some(c) = h.h.calls.last_mut() {
+                c.args.actor = Some("worker".into());
+            }
+            h.judge(p)
+        };
+        assert!(cut("host", "g").is_empty(), "{:?}", cut("host", "g"));
+        // A record of another generation, or only the deleter's own: a prune of a live checkpoint.
+        assert_eq!(cut("host", "h").len(), 1);
+        assert_eq!(cut("worker", "g").len(), 1);
+    }
+
+    #[test]
     fn a_retention_cascade_cut_short_by_a_crash_is_not_a_prune() {
         use store::{Epoch, Lease};
         let running = json!({"seq": 0, "kind": "agent", "status": "running", "key": "op:0:a"});
@@ -997,6 +1107,11 @@ mod tests {
         h.calls[2].lease = None;
         h.marks[0].epoch = None;
         assert!(judged(&h).is_empty());
+        // An unleased deleteRun of a run the user saw stuck running: the host's decision.
+        let mut stuck = cut("running");
+        stuck.calls[2].lease = None;
+        stuck.marks[0].epoch = None;
+        assert!(judged(&stuck).is_empty());
         // A mark after the blob delete does not make it a deletion's.
         h.marks[0].applied_before = 3;
         assert_eq!(judged(&h).len(), 1);
