@@ -96,6 +96,40 @@ pub fn entry_shape(e: &JournalEntry) -> Value {
     shape(&entry_text(e))
 }
 
+/// A bare meta record (run id and status), built from its fields: neither the oracle nor this
+/// module may call `RunMeta::new`, a function of the system under test. For tests.
+#[cfg(test)]
+pub(crate) fn bare_meta(run_id: &str, status: RunStatus) -> RunMeta {
+    RunMeta {
+        run_id: run_id.into(),
+        status,
+        updated_at: None,
+        segments: None,
+        genesis: None,
+        name: None,
+        tags: None,
+        workflow_name: None,
+        workflow_hash: None,
+        workflow_source_ref: None,
+        extra: Map::new(),
+    }
+}
+
+/// An entry as a store would return it (empty key, no ref, no extra fields), built from its
+/// fields. For tests.
+#[cfg(test)]
+pub(crate) fn bare_entry(seq: u64, kind: &str, status: &str, value: Value) -> JournalEntry {
+    JournalEntry {
+        seq: store::Seq(seq),
+        kind: kind.into(),
+        status: status.into(),
+        key: String::new(),
+        ref_seq: None,
+        value,
+        extra: Map::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! Pinned texts (the contract's order), and agreement with the store's serializer on the
@@ -105,37 +139,8 @@ mod tests {
     use serde_json::json;
     use store::Seq;
 
-    /// A bare record, built from its fields (the store's constructors are not called here).
-    fn meta(run_id: &str, status: RunStatus) -> RunMeta {
-        RunMeta {
-            run_id: run_id.into(),
-            status,
-            updated_at: None,
-            segments: None,
-            genesis: None,
-            name: None,
-            tags: None,
-            workflow_name: None,
-            workflow_hash: None,
-            workflow_source_ref: None,
-            extra: Map::new(),
-        }
-    }
-
-    fn entry(seq: u64, kind: &str, status: &str, value: Value) -> JournalEntry {
-        JournalEntry {
-            seq: Seq(seq),
-            kind: kind.into(),
-            status: status.into(),
-            key: String::new(),
-            ref_seq: None,
-            value,
-            extra: Map::new(),
-        }
-    }
-
     fn full_meta() -> RunMeta {
-        let mut m = meta("r1", RunStatus::Suspended);
+        let mut m = bare_meta("r1", RunStatus::Suspended);
         m.updated_at = Some("2026-01-01T00:00:00.000Z".into());
         m.segments = Some(3);
         m.genesis = Some("g".into());
@@ -151,7 +156,7 @@ mod tests {
 
     #[test]
     fn a_meta_is_written_in_the_contracts_order() {
-        assert_eq!(meta_text(&meta("r", RunStatus::Cancelled)), r#"{"runId":"r","status":"cancelled"}"#);
+        assert_eq!(meta_text(&bare_meta("r", RunStatus::Cancelled)), r#"{"runId":"r","status":"cancelled"}"#);
         assert_eq!(
             meta_text(&full_meta()),
             r#"{"runId":"r1","status":"suspended","updatedAt":"2026-01-01T00:00:00.000Z","segments":3,"genesis":"g","name":"café \"q\"","tags":["a","b"],"workflowName":"w","workflowHash":"h","workflowSourceRef":"s","nested":{"deep":[1,2.5,null,true]},"big":9007199254740991}"#
@@ -160,7 +165,7 @@ mod tests {
 
     #[test]
     fn empty_values_are_written_not_dropped() {
-        let mut m = meta("r", RunStatus::Running);
+        let mut m = bare_meta("r", RunStatus::Running);
         m.tags = Some(Vec::new());
         m.name = Some(String::new());
         assert_eq!(meta_text(&m), r#"{"runId":"r","status":"running","name":"","tags":[]}"#);
@@ -169,7 +174,7 @@ mod tests {
 
     #[test]
     fn a_repeated_name_is_written_twice_and_read_last() {
-        let mut m = meta("r", RunStatus::Running);
+        let mut m = bare_meta("r", RunStatus::Running);
         m.extra.insert("status".into(), json!("again"));
         assert_eq!(meta_text(&m), r#"{"runId":"r","status":"running","status":"again"}"#);
         assert_eq!(meta_shape(&m), json!({"runId": "r", "status": "again"}));
@@ -177,7 +182,7 @@ mod tests {
 
     #[test]
     fn an_entry_is_written_in_the_contracts_order() {
-        let mut e = entry(7, "tool", "ok", json!({"x": 1}));
+        let mut e = bare_entry(7, "tool", "ok", json!({"x": 1}));
         assert_eq!(entry_text(&e), r#"{"seq":7,"kind":"tool","status":"ok","key":"","value":{"x":1}}"#);
         e.key = "k".into();
         e.ref_seq = Some(Seq(2));
@@ -192,12 +197,12 @@ mod tests {
     fn the_text_agrees_with_a_correct_serializer() {
         // The store's serializer is correct on these records (its own tests pin it); the
         // harness's text must be the same bytes, or every recorded trace would move.
-        let mut bare = meta("r", RunStatus::Ok);
+        let mut bare = bare_meta("r", RunStatus::Ok);
         bare.tags = Some(vec!["t".into()]);
-        for m in [full_meta(), bare, meta("x", RunStatus::Exhausted)] {
+        for m in [full_meta(), bare, bare_meta("x", RunStatus::Exhausted)] {
             assert_eq!(meta_text(&m), serde_json::to_string(&m).unwrap());
         }
-        let mut e = entry(1, "run_settle", "ok", json!(null));
+        let mut e = bare_entry(1, "run_settle", "ok", json!(null));
         e.ref_seq = Some(Seq(1));
         e.extra.insert("float".into(), json!(0.1));
         assert_eq!(entry_text(&e), serde_json::to_string(&e).unwrap());

@@ -1260,8 +1260,8 @@ mod tests {
     //! histories.
     use crate::oracle::testkit::meta_record;
 
-    use serde_json::{json, Map};
-    use store::{Epoch, JournalEntry, Lease, RunFilter, RunStatus, Seq};
+    use serde_json::json;
+    use store::{Epoch, JournalEntry, Lease, RunFilter, RunStatus};
 
     use super::*;
     use crate::history::FinalState;
@@ -1284,15 +1284,7 @@ mod tests {
 
     /// An entry value as a store would return it (built as data, no store code runs).
     fn entry(seq: u64, kind: &str, status: &str, value: Value) -> JournalEntry {
-        JournalEntry {
-            seq: Seq(seq),
-            kind: kind.into(),
-            status: status.into(),
-            key: String::new(),
-            ref_seq: None,
-            value,
-            extra: Map::new(),
-        }
+        crate::record_text::bare_entry(seq, kind, status, value)
     }
 
     /// The payload text a writer sends for `v` (its serialized shape).

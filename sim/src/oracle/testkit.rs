@@ -65,19 +65,7 @@ pub fn with_payload(mut c: Call, payload: serde_json::Value) -> Call {
 /// A minimal meta record (run id and status), spelled out field by field: the oracle may not
 /// call `RunMeta::new`, a function of the system under test.
 pub fn meta_record(run_id: &str, status: store::RunStatus) -> store::RunMeta {
-    store::RunMeta {
-        run_id: run_id.into(),
-        status,
-        updated_at: None,
-        segments: None,
-        genesis: None,
-        name: None,
-        tags: None,
-        workflow_name: None,
-        workflow_hash: None,
-        workflow_source_ref: None,
-        extra: serde_json::Map::new(),
-    }
+    crate::record_text::bare_meta(run_id, status)
 }
 
 /// A listing filter that admits every run, spelled out field by field (the oracle may not
