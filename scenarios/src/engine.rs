@@ -488,6 +488,11 @@ const CUT_RETRIED: u32 = 80;
 /// measured 30 per mille over seeds 0..2000 and 28 over 2000..6000; about 0.1 before).
 const MARKED_FINISHED: u32 = 12;
 
+/// Share (per mille) of `delete-cuts` seeds in which a worker finishes a deletion cascade a
+/// host began and cut over a run it read stuck `running` (workload revision 6: measured 11
+/// per mille over seeds 0..2000).
+const MARKED_RUNNING_FINISHED: u32 = 4;
+
 /// The deletion cascade's kill points and its retries (docs/engine-model.md 6.1): hosts delete
 /// their terminal runs and retry them, any host any run, with faults at the cascade's writes.
 /// Reaches, without a bug in mind, the windows stop 51's deletion record exists for: a retry
@@ -525,6 +530,7 @@ pub static DELETE_CUTS: EngineScenario = EngineScenario {
         required("crash_after_commit", 100),
         required("cut_cascade_then_retried", CUT_RETRIED),
         required("holder_finished_a_marked_deletion", MARKED_FINISHED),
+        required("holder_finished_a_marked_running_deletion", MARKED_RUNNING_FINISHED),
     ],
 };
 
@@ -577,7 +583,9 @@ pub struct QueueShared {
     /// stuck), under a brief lease of its own: granted only once the holder's lease lapsed,
     /// so only a run whose holder is gone is deleted, and no live holder meets the cascade
     /// (an unleased delete is unfenced, FW4, and would cut a live holder's checkpoints).
-    pub deletes_stuck: bool,
+    /// The share of such reads that delete, per mille (0: never): 250 in revision 5, every
+    /// one from revision 6 (`STUCK_DELETE_PER_MILLE`).
+    pub deletes_stuck: u32,
     /// The runs a host's delete took (its cascade finished): the runs a `retry_deleted` host
     /// may retry with no meta to read.
     pub deleted: RefCell<BTreeSet<String>>,
@@ -895,7 +903,12 @@ impl Scenario for EngineScenario {
             double_clicks: self.double_clicks,
             answers_running: self.answers_running && plan.swarm.user_actors,
             abandons,
-            deletes_stuck: abandons && plan.swarm.workload >= 5,
+            deletes_stuck: match plan.swarm.workload {
+                _ if !abandons => 0,
+                0..=4 => 0,
+                5 => 250,
+                _ => STUCK_DELETE_PER_MILLE,
+            },
             deleted: RefCell::new(BTreeSet::new()),
             retrying: RefCell::new(BTreeMap::new()),
             pending: RefCell::new(BTreeMap::new()),
@@ -1170,10 +1183,10 @@ async fn node_body(node: NodeCtx) {
                             abandoning = Some(Deleting::Abandoned);
                         }
                         Ok(Some(meta))
-                            if sh.deletes_stuck
+                            if sh.deletes_stuck > 0
                                 && *own
                                 && meta.status == RunStatus::Running
-                                && ar.chance(STUCK_DELETE_PER_MILLE) =>
+                                && ar.chance(sh.deletes_stuck) =>
                         {
                             abandoning = Some(Deleting::Stuck);
                         }
@@ -1803,8 +1816,12 @@ const RETRY_DELETED_PER_MILLE: u32 = 500;
 const RESUBMIT_PER_MILLE: u32 = 400;
 
 /// Of a `deletes_stuck` host's ticks on a run of its own it reads `running`, the share that
-/// deletes it, per mille.
-const STUCK_DELETE_PER_MILLE: u32 = 250;
+/// deletes it, per mille, from workload revision 6 (revision 5: 250). The delete goes ahead
+/// only when its brief lease is granted, so a run whose holder is live is left alone either
+/// way; at 250 a stuck run was mostly taken over by a worker first, and a running generation's
+/// cut cascade a drive had to finish (`holder_finished_a_marked_running_deletion`) came 3 per
+/// mille of seeds (seeds 0..2000), 11 at every read.
+const STUCK_DELETE_PER_MILLE: u32 = 1000;
 
 /// Which of a host's deletes, and what its meta re-read lets it delete.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -256,13 +256,16 @@ pub struct Swarm {
     /// `delete-cuts`' hosts also start `approval` runs and now and then abandon one they see
     /// suspended with an unleased delete (`EngineScenario::abandons`). Revision 5: a tight
     /// budget in a priced scenario may be 0 dollars (`draw_budget`), and `edges`' meta probe
-    /// also writes empty values (an empty tag list, an empty name, empty extra fields).
+    /// also writes empty values (an empty tag list, an empty name, empty extra fields), and
+    /// `delete-cuts`' hosts now and then delete a run of their own they read stuck `running`,
+    /// under a brief lease. Revision 6: they do so at every such read (the lease is granted
+    /// only once the holder's lapsed).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub workload: u32,
 }
 
 /// The workload revision derived plans carry (see [`Swarm::workload`]).
-pub const WORKLOAD: u32 = 5;
+pub const WORKLOAD: u32 = 6;
 
 /// The share of drawn worker stops that derived plans deliver as interrupts, per mille.
 pub const INTERRUPT_PER_MILLE: u32 = 400;

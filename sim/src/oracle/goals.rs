@@ -187,6 +187,11 @@ pub const GOALS: &[Goal] = &[
         check: holder_finished_a_marked_deletion,
     },
     Goal {
+        name: "holder_finished_a_marked_running_deletion",
+        claim: "As holder_finished_a_marked_deletion, with the run's meta `running` when the holder's delete applied: a cascade cut over a run its deleter read stuck running, whose marked generation a worker's drive had to finish deleting rather than boot (no_boot_of_a_recorded_generation judged the drive).",
+        check: holder_finished_a_marked_running_deletion,
+    },
+    Goal {
         name: "census_listed_a_run_with_no_entry",
         claim: "A whole-catalog census listed a run whose journal, by the serial history at the listing, held no entry (a run booted before its first append, or whose first dispatch died): audits_follow_the_decision_table had such a run to see reported.",
         check: census_listed_a_run_with_no_entry,
@@ -583,6 +588,16 @@ fn cut_cascade_then_retried(j: &Judged) -> bool {
 }
 
 fn holder_finished_a_marked_deletion(j: &Judged) -> bool {
+    holder_finished_a_marked(j, &[Status::Running, Status::Suspended])
+}
+
+fn holder_finished_a_marked_running_deletion(j: &Judged) -> bool {
+    holder_finished_a_marked(j, &[Status::Running])
+}
+
+/// A leased journal delete applied while the run's meta was in one of `live` and a deletion
+/// record put since the run's last delete named that meta's generation.
+fn holder_finished_a_marked(j: &Judged, live: &[Status]) -> bool {
     let runs = super::engine::engine_runs(j);
     j.applied
         .iter()
@@ -593,7 +608,7 @@ fn holder_finished_a_marked_deletion(j: &Judged) -> bool {
             let before = j.index().recorded_before(&c.run_id, order(c));
             let since = before.iter().rposition(|d| d.op == OpKind::Delete).map_or(0, |i| i + 1);
             let generation = &before[since..];
-            matches!(meta.status, Status::Running | Status::Suspended)
+            live.contains(&meta.status)
                 && generation
                     .iter()
                     .any(|d| is_deletion_record_put(d) && record_names(d, meta.genesis.as_deref()))
@@ -658,6 +673,35 @@ mod tests {
         h.append(0, &a, "r", running(0));
         census(&mut h, "op", &["r"]);
         assert!(!met(&h, goal), "the run had an entry when it was listed");
+    }
+
+    /// Run r booted `status` by w, a deletion record naming `names` put by a host, then a
+    /// delete of r by x, under a lease of r when `leased`.
+    fn marked(status: RunStatus, names: &[u8], leased: bool) -> HistoryBuilder {
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "w", "r", 1);
+        h.meta(0, Some(&a), "r", status, 1);
+        h.deletion_record(1, None, "r", names);
+        let b = h.acquire(2, "x", "r", 2);
+        h.delete(2, leased.then_some(&b), "r");
+        h
+    }
+
+    #[test]
+    fn a_marked_deletion_is_met_by_the_live_status_the_holder_deleted_over() {
+        let (any, running) =
+            ("holder_finished_a_marked_deletion", "holder_finished_a_marked_running_deletion");
+        let h = marked(RunStatus::Running, b"", true);
+        assert!(met(&h, any) && met(&h, running), "a running generation the record names");
+        let h = marked(RunStatus::Suspended, b"", true);
+        assert!(met(&h, any), "a suspended generation the record names");
+        assert!(!met(&h, running), "suspended is not running");
+        let h = marked(RunStatus::Running, b"g-other", true);
+        assert!(!met(&h, any) && !met(&h, running), "the record names another generation");
+        let h = marked(RunStatus::Running, b"", false);
+        assert!(!met(&h, any) && !met(&h, running), "an unleased delete is no holder's");
+        let h = marked(RunStatus::Ok, b"", true);
+        assert!(!met(&h, any) && !met(&h, running), "a terminal run is no live one");
     }
 
     #[test]
