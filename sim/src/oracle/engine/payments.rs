@@ -354,6 +354,75 @@ pub const EACH_TOOL_TURN_IS_CHECKPOINTED: Property = Property {
     check: each_tool_turn_is_checkpointed,
 };
 
+pub const A_TERMINAL_NAMES_THE_CHECKPOINT_IT_SAVED: Property = Property {
+    name: "a_terminal_names_the_checkpoint_it_saved",
+    expectation: Expectation::Always,
+    claim: "An applied dispatch terminal (an `agent`, `step` or `child` entry with a `ref`, other than `cancelled`) carries `checkpointRef` exactly when its process, under the grant it appended with, had saved that dispatch's checkpoint <run>/ckpt/<ref> (a put that returned ok) since the grant, and then names that very ref: the terminal records `checkpointRef` if any save happened (docs/engine-model.md 4.3 and step 4 of the segment), which is how a prune finds the spent checkpoints of ok terminals (6.2).",
+    not_checked: "`cancelled` terminals (the model's drain writes them bare); terminals whose grant the history does not show; saves by another process of the same identity.",
+    check: a_terminal_names_the_checkpoint_it_saved,
+};
+
+fn a_terminal_names_the_checkpoint_it_saved(j: &Judged, out: &mut Vec<Witness>) {
+    let runs = engine_runs(j);
+    if runs.is_empty() {
+        return;
+    }
+    let calls = &j.history.calls;
+    // The acquire that granted each (run, epoch).
+    let grants: BTreeMap<(&str, u64), usize> = calls
+        .iter()
+        .filter(|c| c.op == OpKind::Acquire)
+        .filter_map(|c| c.granted.as_ref().map(|g| ((c.run_id.as_str(), g.epoch.0), c.id)))
+        .collect();
+    for &c in &j.applied {
+        if c.op != OpKind::Append || !runs.contains(c.run_id.as_str()) {
+            continue;
+        }
+        let (Some(lease), Some(e)) = (&c.lease, entry_of(c)) else { continue };
+        let (Some(dispatch), true) = (e.ref_seq, matches!(e.kind.as_str(), "agent" | "step" | "child"))
+        else {
+            continue;
+        };
+        if matches!(e.status.as_str(), "running" | "suspended" | "cancelled") {
+            continue;
+        }
+        let Some(&grant) = grants.get(&(lease.run_id.as_str(), lease.epoch.0)) else { continue };
+        if lease.run_id != c.run_id {
+            continue;
+        }
+        let checkpoint = format!("{}/ckpt/{dispatch}", c.run_id);
+        let saved = calls.get(grant + 1..c.id).unwrap_or_default().iter().any(|d| {
+            d.op == OpKind::BlobPut
+                && (d.node, d.incarnation) == (c.node, c.incarnation)
+                && d.args.blob_ref.as_deref() == Some(checkpoint.as_str())
+                && d.lease.as_ref().is_none_or(|l| l == lease)
+                && matches!(d.outcome, crate::history::Outcome::Ok { .. })
+        });
+        let named = e.raw.get("checkpointRef");
+        let wrong = match (saved, named) {
+            (true, None) => format!("does not name the checkpoint {checkpoint} it saved"),
+            (false, Some(n)) => format!("names checkpoint {n} though it saved none of the dispatch"),
+            (true, Some(n)) if n.as_str() != Some(checkpoint.as_str()) => {
+                format!("names checkpoint {n}, not the {checkpoint} it saved")
+            }
+            _ => continue,
+        };
+        out.push(Witness {
+            witness: format!(
+                "n{}'s {} terminal of run {} dispatch {dispatch} (seq {}, epoch {}) at t={} {wrong}",
+                c.node,
+                e.status,
+                c.run_id,
+                e.seq,
+                lease.epoch.0,
+                t(c.invoked_ns)
+            ),
+            op: None,
+            call: Some(c.id),
+        });
+    }
+}
+
 fn each_tool_turn_is_checkpointed(j: &Judged, out: &mut Vec<Witness>) {
     let runs = engine_runs(j);
     if runs.is_empty() {
@@ -826,6 +895,67 @@ fn a_run_exhausts_at_its_budget(j: &Judged, out: &mut Vec<Witness>) {
 mod tests {
 
     use crate::oracle::testkit::engine::*;
+
+    /// Dispatch 0 of run r by w on node 0 (epoch 1): its running entry, a save of its
+    /// checkpoint when `save`, then its terminal of `status` naming `named` (if any).
+    fn terminal_after(save: bool, status: &str, named: Option<&str>) -> HistoryBuilder {
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "w", "r", 1);
+        h.append(0, &a, "r", running(0));
+        if save {
+            h.ckpt(0, &a, "r", 0, 1);
+        }
+        let mut t = terminal(1, 0, status);
+        if let Some(n) = named {
+            t["checkpointRef"] = serde_json::json!(n);
+        }
+        h.append(0, &a, "r", t);
+        h
+    }
+
+    #[test]
+    fn a_terminal_names_its_checkpoint_exactly_when_it_saved_one() {
+        let p = "a_terminal_names_the_checkpoint_it_saved";
+        assert!(terminal_after(true, "ok", Some("r/ckpt/0")).judge(p).is_empty(), "saved and named");
+        assert!(terminal_after(false, "ok", None).judge(p).is_empty(), "nothing saved, nothing named");
+        assert!(terminal_after(true, "limit", Some("r/ckpt/0")).judge(p).is_empty(), "a limit terminal");
+        assert!(terminal_after(true, "cancelled", None).judge(p).is_empty(), "the drain's bare terminal");
+        assert_eq!(terminal_after(true, "ok", None).judge(p).len(), 1, "saved, not named");
+        assert_eq!(terminal_after(false, "ok", Some("r/ckpt/0")).judge(p).len(), 1, "named, never saved");
+        assert_eq!(terminal_after(true, "ok", Some("r/ckpt/7")).judge(p).len(), 1, "names another ref");
+    }
+
+    #[test]
+    fn a_save_counts_only_when_it_returned_ok_under_the_terminals_grant_in_its_process() {
+        let p = "a_terminal_names_the_checkpoint_it_saved";
+        // A save under an earlier grant: the redispatch under the next one saved nothing.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "w", "r", 1);
+        h.append(0, &a, "r", running(0));
+        h.ckpt(0, &a, "r", 0, 1);
+        let b = h.acquire(0, "w", "r", 2);
+        h.append(0, &b, "r", terminal(1, 0, "ok"));
+        assert!(h.judge(p).is_empty(), "the earlier grant's save");
+        // Another process saved it under the same lease: not this process's save.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "w", "r", 1);
+        h.append(0, &a, "r", running(0));
+        h.ckpt(1, &a, "r", 0, 1);
+        h.append(0, &a, "r", terminal(1, 0, "ok"));
+        assert!(h.judge(p).is_empty(), "another process's save");
+        // A refused save is no save.
+        let mut h = HistoryBuilder::engine_run();
+        let a = h.acquire(0, "w", "r", 1);
+        h.append(0, &a, "r", running(0));
+        h.ckpt(0, &a, "r", 0, 1);
+        h.refuse_last("busy");
+        h.append(0, &a, "r", terminal(1, 0, "ok"));
+        assert!(h.judge(p).is_empty(), "a refused save");
+        let mut t = terminal(2, 0, "ok");
+        t["checkpointRef"] = serde_json::json!("r/ckpt/0");
+        h.append(0, &a, "r", t);
+        assert_eq!(h.judge(p).len(), 1, "a refused save named");
+    }
 
     /// Run r, priced at 25 cents a call with a 1-dollar budget: identity w (node 1) loads a
     /// journal holding `loaded` receipts, acquires, boots, pays `paid` turns, then settles
