@@ -143,12 +143,13 @@ fn retention_deletes_what_its_rule_selects(j: &Judged, out: &mut Vec<Witness>) {
 pub const DELETED_RUN_LEAVES_NO_BLOBS: Property = Property {
         name: "deleted_run_leaves_no_blobs",
         expectation: Expectation::Always,
-        claim: "When an engine deletion cascade's journal delete applies, none of the run's blobs remain (a recreated run id must not inherit a dead incarnation's checkpoints).",
-        not_checked: "Deletions outside an engine cascade (a bare store delete never touches blobs); blobs a lease holder put after an unleased host cascade listed the run's blobs (the host deleted a run someone held: its decision).",
+        claim: "When an engine deletion cascade's journal delete applies, none of the run's blobs remain (a recreated run id must not inherit a dead incarnation's checkpoints). Every journal delete of a run an engine host started is a cascade's: the engine deletes a run only through deleteRun's cascade (a host's delete, retention, a drive finishing a marked deletion), so one that skipped the blobs is judged too.",
+        not_checked: "Bare store deletes of runs no engine host started (a bare store delete never touches blobs); blobs a lease holder put after an unleased host cascade listed the run's blobs (the host deleted a run someone held: its decision).",
         check: deleted_run_leaves_no_blobs,
 };
 
 fn deleted_run_leaves_no_blobs(j: &Judged, out: &mut Vec<Witness>) {
+    let engine_runs = engine_runs(j);
     let mut blobs: BTreeMap<&str, &Call> = BTreeMap::new();
     for &c in &j.applied {
         match c.op {
@@ -178,7 +179,7 @@ fn deleted_run_leaves_no_blobs(j: &Judged, out: &mut Vec<Witness>) {
                     .is_some_and(|m| {
                         matches!(m.point, "engine.delete.after_blobs" | "worker.retention.after_blobs")
                     });
-                if !marked && !listed_then_deleted(j, c) {
+                if !marked && !engine_runs.contains(c.run_id.as_str()) && !listed_then_deleted(j, c) {
                     continue;
                 }
                 // A cascade under no lease at all (not retention's, not a host's leased one) is
@@ -1112,8 +1113,7 @@ mod tests {
         use crate::history::{Args, OpKind};
         // A cascade lists the run's blobs, then (out of order) deletes the journal while a
         // checkpoint is still stored: no fault-point mark names it a cascade.
-        let cascade = |list: bool| {
-            let mut h = HistoryBuilder::engine_run();
+        let cascade_of = |mut h: HistoryBuilder, list: bool| {
             let w = h.acquire(0, "w", "r", 1);
             h.ckpt(0, &w, "r", 3, 1);
             let d = h.acquire(1, "retention", "r", 2);
@@ -1126,13 +1126,20 @@ mod tests {
             h.delete(1, Some(&d), "r");
             h
         };
+        let cascade = |list: bool| cascade_of(HistoryBuilder::engine_run(), list);
         let v = cascade(true).judge("deleted_run_leaves_no_blobs");
         assert!(v.len() == 1 && v[0].witness.contains("r/ckpt/3"), "{v:?}");
-        // A bare store delete (no listing, no cascade mark) is not a cascade: not judged.
-        assert!(cascade(false).judge("deleted_run_leaves_no_blobs").is_empty());
-        // The listing must come after the process's previous delete of the run: an older
-        // cascade's listing does not make a later bare delete a cascade.
-        let mut h = cascade(true);
+        // The engine deletes a run only through a cascade, so a journal delete of a run an
+        // engine host started is judged even with no listing and no cascade mark (a drive
+        // that "finishes" a marked deletion with the journal delete alone).
+        let v = cascade(false).judge("deleted_run_leaves_no_blobs");
+        assert!(v.len() == 1 && v[0].witness.contains("r/ckpt/3"), "{v:?}");
+        // A bare store delete of a run no engine host started is not a cascade: not judged
+        // unless it listed the run's blobs since its process's previous delete of the run.
+        assert!(cascade_of(HistoryBuilder::default(), false).judge("deleted_run_leaves_no_blobs").is_empty());
+        let mut h = cascade_of(HistoryBuilder::default(), true);
+        assert_eq!(h.judge("deleted_run_leaves_no_blobs").len(), 1, "a listed cascade is");
+        // An older cascade's listing does not make a later bare delete a cascade.
         let w = h.acquire(0, "w", "r", 3);
         h.ckpt(0, &w, "r", 5, 1);
         let d = h.acquire(1, "retention", "r", 4);
