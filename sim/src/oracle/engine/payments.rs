@@ -689,8 +689,8 @@ pub const PAID_CALLS_STAY_WITHIN_THE_BUDGET: Property = Property {
 pub const A_RUN_EXHAUSTS_AT_ITS_BUDGET: Property = Property {
         name: "a_run_exhausts_at_its_budget",
         expectation: Expectation::Always,
-        claim: "In a priced world, a segment that settles ok had spent less than its run's budget, and one that settles exhausted had spent all of it (the spend of paid_calls_stay_within_the_budget): a completed body that spent its budget is exhausted, and nothing else exhausts a run (docs/engine-model.md 3.1).",
-        not_checked: "Segments that settle error, cancelled or suspended (a failure or a cancel may follow a spent budget, and a parked body stays suspended); segments with no recorded budget.",
+        claim: "In a priced world, a segment that settles ok had spent less than its run's budget, and one that settles exhausted had spent all of it (the spend of paid_calls_stay_within_the_budget): a completed body that spent its budget is exhausted, and nothing else exhausts a run (docs/engine-model.md 3.1). A segment that settles error having spent all of it, whose only failed store calls on the run since its acquire were billing receipts (swallowed at the call site, latched), and that neither appended a suspension nor loaded an open one, should have settled exhausted: the flush barrier turns only ok and suspended into error (3.1 step 5).",
+        not_checked: "Segments that settle cancelled or suspended (a cancel may follow a spent budget, and a parked body stays suspended); error settles after any other failed call, or of a segment that may have parked; segments with no recorded budget.",
         check: a_run_exhausts_at_its_budget,
 };
 
@@ -846,6 +846,40 @@ impl Spend<'_> {
     }
 }
 
+/// Whether the segment that settled in fact `f` (its identity's calls on `run_id` since its
+/// latest acquire) lost at least one billing receipt and had no other call refused, appended
+/// no suspension, and loaded no journal with an open one (so its body did not park).
+fn only_receipts_lost_unparked(j: &Judged, f: &Fact, run_id: &str) -> bool {
+    let mine = own_calls_before(j.index(), f, run_id);
+    let from = mine.iter().rposition(|c| c.op == OpKind::Acquire && c.outcome.is_ok()).unwrap_or(0);
+    let mut lost_receipt = false;
+    for c in &mine[from..] {
+        let entry = (c.op == OpKind::Append).then(|| entry_of(c)).flatten();
+        if c.outcome.refusal().is_some() {
+            if entry.as_ref().is_some_and(|e| receipt_of(e).is_some()) {
+                lost_receipt = true;
+            } else {
+                return false;
+            }
+        }
+        if entry.is_some_and(|e| e.status == "suspended") {
+            return false;
+        }
+    }
+    // The journal the body ran over: its identity's latest load before the settle.
+    if let Some(load) = mine.iter().rfind(|c| c.op == OpKind::Load) {
+        let Some(Read::Entries(entries)) = &load.read else { return false };
+        let Some(views) = entry_views(entries) else { return false };
+        let open = views.iter().any(|s| {
+            s.status == "suspended" && !views.iter().any(|r| r.ref_seq == Some(s.seq) && r.seq > s.seq)
+        });
+        if open {
+            return false;
+        }
+    }
+    lost_receipt
+}
+
 fn paid_calls_stay_within_the_budget(j: &Judged, out: &mut Vec<Witness>) {
     let Some(price) = price(j) else { return };
     for (i, f) in j.history.facts.iter().enumerate() {
@@ -873,6 +907,19 @@ fn a_run_exhausts_at_its_budget(j: &Judged, out: &mut Vec<Witness>) {
         let wrong = match status.as_str() {
             "ok" => "ok though it had spent",
             "exhausted" => "exhausted though it had spent only",
+            "error" => {
+                if let Some(spend) = spend_at(j, price, i, run_id) {
+                    if spend.spent >= spend.budget && only_receipts_lost_unparked(j, f, run_id) {
+                        out.push(Witness::new(format!(
+                            "run {run_id}: n{}'s segment {segment} settled error at t={} though it had spent {} and its only failed calls were billing receipts (a lost append turns only ok and suspended into error)",
+                            f.node,
+                            t(f.at_ns),
+                            spend.said(price)
+                        )));
+                    }
+                }
+                continue;
+            }
             _ => continue,
         };
         let Some(spend) = spend_at(j, price, i, run_id) else { continue };
@@ -991,6 +1038,50 @@ mod tests {
         let value = value.then(|| "{}".to_string());
         h.fact(1, "w", FactKind::Settled { run_id: "r".into(), status: status.into(), value, segment: 2 });
         h
+    }
+
+    #[test]
+    fn an_error_settle_over_a_spent_budget_and_only_lost_receipts_is_caught() {
+        use crate::history::FactKind;
+        let p = "a_run_exhausts_at_its_budget";
+        // w's segment pays `paid` turns of a 1-dollar budget at 25 cents, loses the receipt of
+        // the first (refused `code`), appends a suspension when `parks`, then settles error.
+        let run = |paid: u32, code: &str, parks: bool| {
+            let mut h = budgeted(0, 0, "ok", false);
+            h.h.facts.pop();
+            let a = lease("r", "w", 1);
+            for turn in 0..paid {
+                h.pay(1, "w", "r", 0, turn);
+            }
+            let receipt = serde_json::json!({"seq": 1, "kind": "decision", "status": "ok", "key": "pc:0:0", "value": {"decisionType": "provider-call", "agentRef": 0}});
+            h.append_lost(1, &a, "r", receipt, code);
+            if parks {
+                h.append(1, &a, "r", op_entry(2, "external", "await:k", "suspended", None));
+            }
+            for c in h.h.calls.iter_mut().filter(|c| c.op == crate::history::OpKind::Append) {
+                c.args.actor = Some("w".into());
+            }
+            h.fact(
+                1,
+                "w",
+                FactKind::Settled { run_id: "r".into(), status: "error".into(), value: None, segment: 2 },
+            );
+            h
+        };
+        let v = run(4, "busy", false).judge(p);
+        assert!(v.len() == 1 && v[0].witness.contains("settled error"), "{v:?}");
+        assert!(run(3, "busy", false).judge(p).is_empty(), "75 of 100 cents: the body errs on");
+        assert!(run(4, "busy", true).judge(p).is_empty(), "a parked body is suspended, then error");
+        let mut h = run(4, "busy", false);
+        h.h.facts.pop();
+        h.append_lost(1, &lease("r", "w", 1), "r", terminal(2, 0, "ok"), "busy");
+        h.h.calls.last_mut().expect("the append").args.actor = Some("w".into());
+        h.fact(
+            1,
+            "w",
+            FactKind::Settled { run_id: "r".into(), status: "error".into(), value: None, segment: 2 },
+        );
+        assert!(h.judge(p).is_empty(), "another call failed too");
     }
 
     #[test]
