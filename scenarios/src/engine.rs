@@ -165,6 +165,11 @@ pub struct EngineScenario {
     /// retention) too: with it, only the even nodes' workers apply retention. In plans of
     /// workload revision 4 or later.
     pub abandons: bool,
+    /// A rolling deploy, in a plan of workload revision 6 or later: the workers of odd
+    /// nodes register every workflow of the scenario but one (drawn per seed), as a binary
+    /// one release behind would; their sweeps must leave that workflow's runs alone, lease
+    /// untouched, and the even nodes' workers drive them.
+    pub rolling_deploy: bool,
     /// The coverage goals a sweep must meet, each in a share of its seeds.
     pub coverage: &'static [Required],
 }
@@ -264,6 +269,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
     double_clicks: false,
     answers_running: true,
     abandons: false,
+    rolling_deploy: true,
     coverage: &[
         required("busy_met", 200),
         required("crash_after_commit", 30),
@@ -288,8 +294,15 @@ pub static QUEUE: EngineScenario = EngineScenario {
         required("paid_call_refused_by_the_budget", BUDGET_REFUSED),
         required("body_completed_over_its_budget", BUDGET_COMPLETED),
         required("zero_budget_run_exhausted", ZERO_BUDGET_EXHAUSTED),
+        required("worker_listed_a_workflow_it_lacks", LACKING_WORKER),
     ],
 };
+
+/// Share (per mille) of `queue` seeds in which a worker one release behind (a rolling deploy,
+/// workload revision 6) listed a live run of the workflow it lacks (measured over seeds
+/// 0..1000: 568 per mille; the odd nodes' workers lack it, and a draw may pick a workflow no
+/// host started).
+const LACKING_WORKER: u32 = 400;
 
 /// Share (per mille) of queue seeds in which a worker told to stop mid-sweep returned from
 /// it (measured over seeds 0..1000: 669 per mille).
@@ -346,6 +359,7 @@ pub static QUEUE_SOLO: EngineScenario = EngineScenario {
     double_clicks: true,
     answers_running: true,
     abandons: false,
+    rolling_deploy: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 500),
         required("suspension_resolved", 300),
@@ -398,6 +412,7 @@ pub static F1_STALE_SETTLE: EngineScenario = EngineScenario {
     double_clicks: false,
     answers_running: false,
     abandons: false,
+    rolling_deploy: false,
     coverage: &[
         required("restarted_process_wrote", 40),
         required("run_resumed_by_a_later_segment", 150),
@@ -435,6 +450,7 @@ pub static F2_STALE_CHECKPOINT: EngineScenario = EngineScenario {
     double_clicks: false,
     answers_running: false,
     abandons: false,
+    rolling_deploy: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 150),
         required("superseded_write_refused", 120),
@@ -471,6 +487,7 @@ pub static F4_STALE_RETENTION: EngineScenario = EngineScenario {
     double_clicks: false,
     answers_running: false,
     abandons: false,
+    rolling_deploy: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 60),
         required("superseded_write_refused", 80),
@@ -525,6 +542,7 @@ pub static DELETE_CUTS: EngineScenario = EngineScenario {
     double_clicks: false,
     answers_running: false,
     abandons: true,
+    rolling_deploy: false,
     coverage: &[
         required("busy_met", 300),
         required("crash_after_commit", 100),
@@ -586,6 +604,9 @@ pub struct QueueShared {
     /// The share of such reads that delete, per mille (0: never): 250 in revision 5, every
     /// one from revision 6 (`STUCK_DELETE_PER_MILLE`).
     pub deletes_stuck: u32,
+    /// With [`EngineScenario::rolling_deploy`]: the workflow the odd nodes' workers do not
+    /// register.
+    pub deploy_gap: Option<String>,
     /// The runs a host's delete took (its cascade finished): the runs a `retry_deleted` host
     /// may retry with no meta to read.
     pub deleted: RefCell<BTreeSet<String>>,
@@ -903,6 +924,11 @@ impl Scenario for EngineScenario {
             double_clicks: self.double_clicks,
             answers_running: self.answers_running && plan.swarm.user_actors,
             abandons,
+            deploy_gap: (self.rolling_deploy && plan.swarm.workload >= 6).then(|| {
+                // Its own stream: the other draws stay put.
+                let mut d = rng(plan.seed, "deploy-gap", 0);
+                self.workflows[d.between(0, self.workflows.len() as u64 - 1) as usize].to_string()
+            }),
             deletes_stuck: match plan.swarm.workload {
                 _ if !abandons => 0,
                 0..=4 => 0,
@@ -1342,8 +1368,14 @@ async fn node_body(node: NodeCtx) {
     let default_worker =
         sh.retention_on_even_nodes && node.world.plan.swarm.default_workers && node.index % 2 == 1;
     let keeps = (!default_worker).then_some(retention_predicate(sh.retention));
+    // A rolling deploy: an odd node's worker is one release behind and lacks a workflow.
+    let mut registry = sh.registry.clone();
+    if let Some(gap) = sh.deploy_gap.as_ref().filter(|_| node.index % 2 == 1) {
+        registry.remove(gap);
+        worker_sink.fact(FactKind::Deployed { workflows: registry.keys().cloned().collect() });
+    }
     let new_worker =
-        || Worker::new(worker_engine.clone(), worker_sink.owner.clone(), sh.registry.clone(), keeps);
+        || Worker::new(worker_engine.clone(), worker_sink.owner.clone(), registry.clone(), keeps);
     let sink = &worker_sink;
     let engine = &worker_engine;
     let actor = sink.owner.clone();

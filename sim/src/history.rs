@@ -435,6 +435,11 @@ pub enum FactKind {
     StoppedSweepReturned,
     /// A queue worker (this fact's owner) began a sweep. Not shown in the timeline.
     SweepBegan,
+    /// A queue worker (this fact's owner) of this process registers only these workflows
+    /// (a rolling deploy: its binary lacks one the others run). Recorded once per process
+    /// life, before its first sweep, and only when the registry is partial; a worker with no
+    /// such fact registers the whole catalog.
+    Deployed { workflows: Vec<String> },
     /// That sweep returned (not by a crash). Not shown in the timeline.
     SweepEnded,
 }
@@ -832,6 +837,9 @@ impl Recorder {
             FactKind::Healed => ("HEAL".to_string(), "faults off, every node up".to_string()),
             FactKind::WorkerStopped => ("WORKER STOP".to_string(), String::new()),
             FactKind::StoppedSweepReturned => ("WORKER STOPPED SWEEP RETURNED".to_string(), String::new()),
+            FactKind::Deployed { workflows } => {
+                ("WORKER DEPLOYED".to_string(), format!("registers {}", workflows.join(", ")))
+            }
             FactKind::SweepBegan
             | FactKind::SweepEnded
             | FactKind::Priced { .. }

@@ -259,7 +259,8 @@ pub struct Swarm {
     /// also writes empty values (an empty tag list, an empty name, empty extra fields), and
     /// `delete-cuts`' hosts now and then delete a run of their own they read stuck `running`,
     /// under a brief lease. Revision 6: they do so at every such read (the lease is granted
-    /// only once the holder's lapsed).
+    /// only once the holder's lapsed), and `queue` is a rolling deploy: its odd nodes'
+    /// workers lack one workflow of the scenario (`EngineScenario::rolling_deploy`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub workload: u32,
 }

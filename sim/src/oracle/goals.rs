@@ -192,6 +192,11 @@ pub const GOALS: &[Goal] = &[
         check: holder_finished_a_marked_running_deletion,
     },
     Goal {
+        name: "worker_listed_a_workflow_it_lacks",
+        claim: "A worker one release behind (its process's `Deployed` fact leaves a workflow out) listed a running or suspended run of a workflow it does not register: its sweep had a run to leave alone, lease untouched (a_sweep_tries_every_candidate and a_taken_lease_is_given_back judged it).",
+        check: worker_listed_a_workflow_it_lacks,
+    },
+    Goal {
         name: "census_listed_a_run_with_no_entry",
         claim: "A whole-catalog census listed a run whose journal, by the serial history at the listing, held no entry (a run booted before its first append, or whose first dispatch died): audits_follow_the_decision_table had such a run to see reported.",
         check: census_listed_a_run_with_no_entry,
@@ -615,6 +620,22 @@ fn holder_finished_a_marked(j: &Judged, live: &[Status]) -> bool {
         })
 }
 
+fn worker_listed_a_workflow_it_lacks(j: &Judged) -> bool {
+    j.history.facts.iter().any(|f| {
+        let FactKind::Deployed { workflows } = &f.kind else { return false };
+        j.history.calls.iter().filter(|c| c.id >= f.invoked_before).any(|c| {
+            let Some(crate::history::Read::Runs { metas, .. }) = &c.read else { return false };
+            c.op == OpKind::ListRuns
+                && (c.node, c.incarnation) == (f.node, f.incarnation)
+                && c.args.actor.as_deref() == Some(f.owner.as_str())
+                && metas.iter().any(|m| {
+                    matches!(m.status, store::RunStatus::Running | store::RunStatus::Suspended)
+                        && m.workflow_name.as_ref().is_some_and(|w| !workflows.contains(w))
+                })
+        })
+    })
+}
+
 fn census_listed_a_run_with_no_entry(j: &Judged) -> bool {
     let (calls, ix) = (&j.history.calls, j.index());
     j.history.facts.iter().filter(|f| matches!(f.kind, FactKind::Census { .. })).any(|f| {
@@ -702,6 +723,35 @@ mod tests {
         assert!(!met(&h, any) && !met(&h, running), "an unleased delete is no holder's");
         let h = marked(RunStatus::Ok, b"", true);
         assert!(!met(&h, any) && !met(&h, running), "a terminal run is no live one");
+    }
+
+    #[test]
+    fn a_lacking_worker_is_met_only_when_its_own_listing_showed_a_live_run_it_lacks() {
+        let goal = "worker_listed_a_workflow_it_lacks";
+        let listing = |h: &mut HistoryBuilder, lister: &str, status: RunStatus, workflow: &str| {
+            let args = crate::history::Args { actor: Some(lister.into()), ..Default::default() };
+            h.push(1, crate::history::OpKind::ListRuns, "", None, args, None);
+            let c = h.h.calls.last_mut().expect("just pushed");
+            c.applied = None;
+            let mut m = crate::oracle::testkit::meta_record("r", status);
+            m.workflow_name = Some(workflow.into());
+            c.read = Some(crate::history::Read::Runs {
+                filter: crate::oracle::testkit::no_filter(),
+                metas: vec![m],
+            });
+        };
+        let mut h = HistoryBuilder::engine_run();
+        listing(&mut h, "w", RunStatus::Running, "survey");
+        assert!(!met(&h, goal), "no worker is behind");
+        h.fact(1, "w", FactKind::Deployed { workflows: vec!["happy".into()] });
+        listing(&mut h, "w", RunStatus::Running, "happy");
+        assert!(!met(&h, goal), "a workflow it registers");
+        listing(&mut h, "w", RunStatus::Ok, "survey");
+        assert!(!met(&h, goal), "an ended run is no candidate");
+        listing(&mut h, "other", RunStatus::Running, "survey");
+        assert!(!met(&h, goal), "another identity's listing");
+        listing(&mut h, "w", RunStatus::Suspended, "survey");
+        assert!(met(&h, goal));
     }
 
     #[test]

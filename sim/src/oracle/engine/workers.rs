@@ -197,8 +197,8 @@ fn a_stopped_drive_starts_no_turn(j: &Judged, out: &mut Vec<Witness>) {
 pub const A_SWEEP_TRIES_EVERY_CANDIDATE: Property = Property {
         name: "a_sweep_tries_every_candidate",
         expectation: Expectation::Always,
-        claim: "A worker's sweep lists with a filter that admits every running and suspended run (by no name or tag), and, when it returns without being told to stop, tries to acquire every run its listing returned as running or suspended under a workflow of the catalog, before it returns (docs/engine-model.md 5.2 step 4: a held lease is skipped, not a reason to stop; at-least-once delivery rests on every candidate being tried).",
-        not_checked: "Sweeps that a crash or a stop ended; terminal runs (retention's predicate is the worker's own); runs listed under a workflow no worker registers.",
+        claim: "A worker's sweep lists with a filter that admits every running and suspended run (by no name or tag), and, when it returns without being told to stop, tries to acquire every run its listing returned as running or suspended under a workflow of the catalog that the worker registers (its process's `Deployed` fact, else the whole catalog), before it returns (docs/engine-model.md 5.2 step 4: a held lease is skipped, not a reason to stop; at-least-once delivery rests on every candidate being tried).",
+        not_checked: "Sweeps that a crash or a stop ended; terminal runs (retention's predicate is the worker's own); runs listed under a workflow the worker does not register (a_taken_lease_is_given_back judges a lease it took on one).",
         check: a_sweep_tries_every_candidate,
 };
 
@@ -232,9 +232,16 @@ fn a_sweep_tries_every_candidate(j: &Judged, out: &mut Vec<Witness>) {
                 call: Some(listing.id),
             });
         }
+        // The workflows this worker registers: its process's latest `Deployed` fact.
+        let deployed =
+            facts[..i].iter().rev().filter(|f| same_identity(f, began)).find_map(|f| match &f.kind {
+                FactKind::Deployed { workflows } => Some(workflows),
+                _ => None,
+            });
+        let registers = |w: &String| workflows.contains_key(w) && deployed.is_none_or(|d| d.contains(w));
         for m in metas.iter() {
             let candidate = matches!(m.status, store::RunStatus::Running | store::RunStatus::Suspended)
-                && m.workflow_name.as_ref().is_some_and(|w| workflows.contains_key(w));
+                && m.workflow_name.as_ref().is_some_and(registers);
             if !candidate {
                 continue;
             }
