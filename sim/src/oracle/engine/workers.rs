@@ -913,6 +913,29 @@ mod tests {
     }
 
     #[test]
+    fn a_worker_one_release_behind_owes_only_the_workflows_it_registers() {
+        use store::RunStatus::Running;
+        let listed = [("a", Running, "happy"), ("b", Running, "survey")];
+        // `w`'s process registers `workflows`: its `Deployed` fact just before the sweep.
+        let deployed = |workflows: &[&str], owner: &str| {
+            let mut h = sweep(&listed, &["a"], false, true);
+            let at = h.h.facts.iter().position(|f| f.kind == FactKind::SweepBegan).expect("a sweep");
+            let mut f = h.h.facts[at].clone();
+            f.owner = owner.into();
+            f.kind = FactKind::Deployed { workflows: workflows.iter().map(|w| w.to_string()).collect() };
+            h.h.facts.insert(at, f);
+            h.judge("a_sweep_tries_every_candidate")
+        };
+        assert!(deployed(&["happy"], "w").is_empty(), "survey is not its to try");
+        let v = deployed(&["happy", "survey"], "w");
+        assert!(v.len() == 1 && v[0].witness.contains("listed run b"), "{v:?}");
+        let v = deployed(&["happy"], "another");
+        assert_eq!(v.len(), 1, "another identity's registry is not the sweeping worker's: {v:?}");
+        let v = sweep(&listed, &["a"], false, true).judge("a_sweep_tries_every_candidate");
+        assert_eq!(v.len(), 1, "no Deployed fact: the whole catalog: {v:?}");
+    }
+
+    #[test]
     fn a_sweep_listing_with_a_filter_that_leaves_out_a_resumable_run_is_caught() {
         use store::RunStatus::{Cancelled, Running, Suspended};
         let judged = |filter: store::RunFilter| {
