@@ -17,8 +17,11 @@
 //! `PROPTEST_RNG_SEED` override both. Failures are persisted in
 //! `sim/proptest-regressions/audit_vs_model.txt` and replayed first on every run.
 
+#[path = "support/proptest_config.rs"]
+mod suite;
+
 use proptest::prelude::*;
-use proptest::test_runner::{Config, FileFailurePersistence, RngSeed};
+use proptest::test_runner::Config;
 use serde_json::{json, Value};
 use sim::oracle::contract::{audit, EntryView, Status};
 use store::engine::{classify, Verdict};
@@ -89,18 +92,10 @@ fn journal(picks: &[Pick]) -> Vec<String> {
 }
 
 fn config() -> Config {
-    let mut c = Config::default(); // reads the PROPTEST_* environment
-    if std::env::var_os("PROPTEST_CASES").is_none() {
-        c.cases = DEFAULT_CASES;
-    }
-    if std::env::var_os("PROPTEST_RNG_SEED").is_none() {
-        c.rng_seed = RngSeed::Fixed(17);
-    }
-    c.failure_persistence = Some(Box::new(FileFailurePersistence::Direct(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/proptest-regressions/audit_vs_model.txt"
-    ))));
-    c
+    suite::config(
+        DEFAULT_CASES,
+        concat!(env!("CARGO_MANIFEST_DIR"), "/proptest-regressions/audit_vs_model.txt"),
+    )
 }
 
 fn word(v: Verdict) -> &'static str {

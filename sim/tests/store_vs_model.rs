@@ -14,12 +14,15 @@
 //! deeper run (README, "Property tests"). Failures are persisted in
 //! `sim/proptest-regressions/store_vs_model.txt` and replayed first on every run.
 
+#[path = "support/proptest_config.rs"]
+mod suite;
+
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use futures::executor::block_on;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, FileFailurePersistence, RngSeed};
+use proptest::test_runner::{Config, RngSeed};
 use serde_json::{Map, Value};
 use sim::oracle::contract::{filter_matches, MetaView};
 use sim::oracle::reference::{Answer, Call, Reference, Refusal, Surfaces, SEQ_LIMIT};
@@ -964,18 +967,10 @@ fn show(r: &Result<Answer, StoreError>) -> String {
 /// `PROPTEST_CASES` / `PROPTEST_RNG_SEED` say otherwise, failures persisted to the committed
 /// regressions file.
 fn config() -> Config {
-    let mut c = Config::default(); // reads the PROPTEST_* environment
-    if std::env::var_os("PROPTEST_CASES").is_none() {
-        c.cases = DEFAULT_CASES;
-    }
-    if std::env::var_os("PROPTEST_RNG_SEED").is_none() {
-        c.rng_seed = RngSeed::Fixed(17);
-    }
-    c.failure_persistence = Some(Box::new(FileFailurePersistence::Direct(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/proptest-regressions/store_vs_model.txt"
-    ))));
-    c
+    suite::config(
+        DEFAULT_CASES,
+        concat!(env!("CARGO_MANIFEST_DIR"), "/proptest-regressions/store_vs_model.txt"),
+    )
 }
 
 proptest! {

@@ -623,10 +623,10 @@ fn holder_finished_a_marked(j: &Judged, live: &[Status]) -> bool {
 fn worker_listed_a_workflow_it_lacks(j: &Judged) -> bool {
     j.history.facts.iter().any(|f| {
         let FactKind::Deployed { workflows } = &f.kind else { return false };
-        j.history.calls.iter().filter(|c| c.id >= f.invoked_before).any(|c| {
+        let process = j.index().of_process(f.node, f.incarnation);
+        process[process.partition_point(|c| c.id < f.invoked_before)..].iter().any(|c| {
             let Some(crate::history::Read::Runs { metas, .. }) = &c.read else { return false };
             c.op == OpKind::ListRuns
-                && (c.node, c.incarnation) == (f.node, f.incarnation)
                 && c.args.actor.as_deref() == Some(f.owner.as_str())
                 && metas.iter().any(|m| {
                     matches!(m.status, store::RunStatus::Running | store::RunStatus::Suspended)

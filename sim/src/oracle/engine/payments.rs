@@ -367,9 +367,10 @@ fn a_terminal_names_the_checkpoint_it_saved(j: &Judged, out: &mut Vec<Witness>) 
     if runs.is_empty() {
         return;
     }
-    let calls = &j.history.calls;
     // The acquire that granted each (run, epoch).
-    let grants: BTreeMap<(&str, u64), usize> = calls
+    let grants: BTreeMap<(&str, u64), usize> = j
+        .history
+        .calls
         .iter()
         .filter(|c| c.op == OpKind::Acquire)
         .filter_map(|c| c.granted.as_ref().map(|g| ((c.run_id.as_str(), g.epoch.0), c.id)))
@@ -378,8 +379,10 @@ fn a_terminal_names_the_checkpoint_it_saved(j: &Judged, out: &mut Vec<Witness>) 
         if c.op != OpKind::Append || !runs.contains(c.run_id.as_str()) {
             continue;
         }
-        let (Some(lease), Some(e)) = (&c.lease, entry_of(c)) else { continue };
-        let (Some(dispatch), true) = (e.ref_seq, matches!(e.kind.as_str(), "agent" | "step" | "child"))
+        let (Some(lease), Some(e)) = (c.lease.as_ref().filter(|l| l.run_id == c.run_id), entry_of(c)) else {
+            continue;
+        };
+        let Some(dispatch) = e.ref_seq.filter(|_| matches!(e.kind.as_str(), "agent" | "step" | "child"))
         else {
             continue;
         };
@@ -387,13 +390,13 @@ fn a_terminal_names_the_checkpoint_it_saved(j: &Judged, out: &mut Vec<Witness>) 
             continue;
         }
         let Some(&grant) = grants.get(&(lease.run_id.as_str(), lease.epoch.0)) else { continue };
-        if lease.run_id != c.run_id {
-            continue;
-        }
+        // The appending process's calls since the grant, before the terminal.
+        let process = j.index().of_process(c.node, c.incarnation);
+        let since_grant =
+            &process[process.partition_point(|d| d.id <= grant)..process.partition_point(|d| d.id < c.id)];
         let checkpoint = format!("{}/ckpt/{dispatch}", c.run_id);
-        let saved = calls.get(grant + 1..c.id).unwrap_or_default().iter().any(|d| {
+        let saved = since_grant.iter().any(|d| {
             d.op == OpKind::BlobPut
-                && (d.node, d.incarnation) == (c.node, c.incarnation)
                 && d.args.blob_ref.as_deref() == Some(checkpoint.as_str())
                 && d.lease.as_ref().is_none_or(|l| l == lease)
                 && matches!(d.outcome, crate::history::Outcome::Ok { .. })
@@ -870,10 +873,8 @@ fn only_receipts_lost_unparked(j: &Judged, f: &Fact, run_id: &str) -> bool {
     if let Some(load) = mine.iter().rfind(|c| c.op == OpKind::Load) {
         let Some(Read::Entries(entries)) = &load.read else { return false };
         let Some(views) = entry_views(entries) else { return false };
-        let open = views.iter().any(|s| {
-            s.status == "suspended" && !views.iter().any(|r| r.ref_seq == Some(s.seq) && r.seq > s.seq)
-        });
-        if open {
+        let refs = JournalRefs::of(&views);
+        if views.iter().any(|e| refs.open_suspension(e)) {
             return false;
         }
     }
@@ -904,37 +905,25 @@ fn a_run_exhausts_at_its_budget(j: &Judged, out: &mut Vec<Witness>) {
     let Some(price) = price(j) else { return };
     for (i, f) in j.history.facts.iter().enumerate() {
         let FactKind::Settled { run_id, status, segment, .. } = &f.kind else { continue };
+        if !matches!(status.as_str(), "ok" | "exhausted" | "error") {
+            continue;
+        }
+        let Some(spend) = spend_at(j, price, i, run_id) else { continue };
+        let spent = spend.spent >= spend.budget;
         let wrong = match status.as_str() {
-            "ok" => "ok though it had spent",
-            "exhausted" => "exhausted though it had spent only",
-            "error" => {
-                if let Some(spend) = spend_at(j, price, i, run_id) {
-                    if spend.spent >= spend.budget && only_receipts_lost_unparked(j, f, run_id) {
-                        out.push(Witness::new(format!(
-                            "run {run_id}: n{}'s segment {segment} settled error at t={} though it had spent {} and its only failed calls were billing receipts (a lost append turns only ok and suspended into error)",
-                            f.node,
-                            t(f.at_ns),
-                            spend.said(price)
-                        )));
-                    }
-                }
-                continue;
+            "ok" if spent => "ok though it had spent",
+            "exhausted" if !spent => "exhausted though it had spent only",
+            "error" if spent && only_receipts_lost_unparked(j, f, run_id) => {
+                "error (its only failed calls were billing receipts, and a lost append turns only ok and suspended into error) though it had spent"
             }
             _ => continue,
         };
-        let Some(spend) = spend_at(j, price, i, run_id) else { continue };
-        if (status == "ok") == (spend.spent >= spend.budget) {
-            out.push(Witness {
-                witness: format!(
-                    "run {run_id}: n{}'s segment {segment} settled {wrong} {} at t={}",
-                    f.node,
-                    spend.said(price),
-                    t(f.at_ns)
-                ),
-                op: None,
-                call: None,
-            });
-        }
+        out.push(Witness::new(format!(
+            "run {run_id}: n{}'s segment {segment} settled {wrong} {} at t={}",
+            f.node,
+            spend.said(price),
+            t(f.at_ns)
+        )));
     }
 }
 
