@@ -58,9 +58,23 @@ pub struct Property {
 
 impl Property {
     /// Run the check over one judged run: its violations, each named for this property.
+    /// A check that panics is a fault of the oracle, not a verdict on the store; it is
+    /// reported as a violation of this property (so a sweep names the seed and prints the
+    /// command that reproduces it) instead of aborting the sweep.
     pub fn judge(&self, judged: &model::Judged) -> Vec<Violation> {
         let mut witnesses = Vec::new();
-        (self.check)(judged, &mut witnesses);
+        let checked =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.check)(judged, &mut witnesses)));
+        if let Err(panic) = checked {
+            let said = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".to_string());
+            witnesses.push(Witness::new(format!(
+                "the oracle's check panicked ({said}): a fault of the harness, not a verdict on the store"
+            )));
+        }
         witnesses.into_iter().map(|w| w.named(self.name)).collect()
     }
 }
@@ -135,5 +149,39 @@ pub fn assess(history: &History, fin: &FinalState, expect: Expect) -> Assessment
         goals: goals::met(&judged),
         windows: lost_lease::windows(&judged).to_vec(),
         states: states::reached(&judged),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{FinalState, History};
+
+    fn panics(_: &model::Judged, out: &mut Vec<Witness>) {
+        out.push(Witness::new("found before the fault".into()));
+        let empty: &[u8] = &[];
+        let _ = empty[usize::from(out.len() > 1)..1];
+    }
+
+    #[test]
+    fn a_check_that_panics_is_reported_as_a_violation_of_its_property() {
+        let property = Property {
+            name: "panicky",
+            expectation: Expectation::Always,
+            claim: "",
+            not_checked: "",
+            check: panics,
+        };
+        let (h, fin) = (History::default(), FinalState::default());
+        let judged = model::Judged::build(&h, &fin, Expect::default());
+        let found = property.judge(&judged);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found.iter().all(|v| v.property == "panicky"));
+        assert_eq!(found[0].witness, "found before the fault");
+        assert!(
+            found[1].witness.starts_with("the oracle's check panicked (range end index 1"),
+            "{}",
+            found[1].witness
+        );
     }
 }

@@ -367,14 +367,14 @@ fn a_terminal_names_the_checkpoint_it_saved(j: &Judged, out: &mut Vec<Witness>) 
     if runs.is_empty() {
         return;
     }
-    // The acquire that granted each (run, epoch).
-    let grants: BTreeMap<(&str, u64), usize> = j
-        .history
-        .calls
-        .iter()
-        .filter(|c| c.op == OpKind::Acquire)
-        .filter_map(|c| c.granted.as_ref().map(|g| ((c.run_id.as_str(), g.epoch.0), c.id)))
-        .collect();
+    // The acquires that granted each (run, epoch), in call order: a profile whose epoch
+    // restarts after a delete grants the same epoch again.
+    let mut grants: BTreeMap<(&str, u64), Vec<usize>> = BTreeMap::new();
+    for a in j.history.calls.iter().filter(|a| a.op == OpKind::Acquire) {
+        if let Some(g) = a.granted.as_ref() {
+            grants.entry((a.run_id.as_str(), g.epoch.0)).or_default().push(a.id);
+        }
+    }
     for &c in &j.applied {
         if c.op != OpKind::Append || !runs.contains(c.run_id.as_str()) {
             continue;
@@ -389,7 +389,13 @@ fn a_terminal_names_the_checkpoint_it_saved(j: &Judged, out: &mut Vec<Witness>) 
         if matches!(e.status.as_str(), "running" | "suspended" | "cancelled") {
             continue;
         }
-        let Some(&grant) = grants.get(&(lease.run_id.as_str(), lease.epoch.0)) else { continue };
+        // The latest grant of the terminal's (run, epoch) before it.
+        let Some(grant) = grants
+            .get(&(lease.run_id.as_str(), lease.epoch.0))
+            .and_then(|ids| ids.iter().copied().take_while(|&g| g < c.id).last())
+        else {
+            continue;
+        };
         // The appending process's calls since the grant, before the terminal.
         let process = j.index().of_process(c.node, c.incarnation);
         let since_grant =
@@ -991,6 +997,21 @@ mod tests {
         t["checkpointRef"] = serde_json::json!("r/ckpt/0");
         h.append(0, &a, "r", t);
         assert_eq!(h.judge(p).len(), 1, "a refused save named");
+    }
+
+    #[test]
+    fn an_epoch_granted_again_later_judges_a_terminal_by_the_grant_before_it() {
+        let p = "a_terminal_names_the_checkpoint_it_saved";
+        // A profile whose epoch restarts after a delete grants epoch 1 again, after the
+        // terminal: the terminal is judged by the grant it appended under.
+        let later_grant = |named: Option<&str>| {
+            let mut h = terminal_after(true, "ok", named);
+            let b = h.acquire(1, "v", "r", 1);
+            h.append(1, &b, "r", running(2));
+            h
+        };
+        assert!(later_grant(Some("r/ckpt/0")).judge(p).is_empty(), "saved and named, epoch reused later");
+        assert_eq!(later_grant(None).judge(p).len(), 1, "saved, not named, epoch reused later");
     }
 
     /// Run r, priced at 25 cents a call with a 1-dollar budget: identity w (node 1) loads a
