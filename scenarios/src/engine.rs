@@ -170,6 +170,13 @@ pub struct EngineScenario {
     /// one release behind would; their sweeps must leave that workflow's runs alone, lease
     /// untouched, and the even nodes' workers drive them.
     pub rolling_deploy: bool,
+    /// Contended billing receipts: at some of the moments right after a paid call
+    /// (`engine.dispatch.after_provider`), another writer holds the lock as the receipt's
+    /// append begins (`Action::ContendNextWrite`), so the append meets a real
+    /// `SQLITE_BUSY` that the segment swallows and latches: a run that then spends its budget
+    /// settles with a lost receipt behind it. The share per occurrence is drawn per seed,
+    /// 0 to `RECEIPT_CONTENTION_MAX` per mille.
+    pub receipt_contention: bool,
     /// The coverage goals a sweep must meet, each in a share of its seeds.
     pub coverage: &'static [Required],
 }
@@ -270,6 +277,7 @@ pub static QUEUE: EngineScenario = EngineScenario {
     answers_running: true,
     abandons: false,
     rolling_deploy: true,
+    receipt_contention: false,
     coverage: &[
         required("busy_met", 200),
         required("crash_after_commit", 30),
@@ -307,6 +315,11 @@ const LACKING_WORKER: u32 = 400;
 /// Share (per mille) of queue seeds in which a worker told to stop mid-sweep returned from
 /// it (measured over seeds 0..1000: 669 per mille).
 const STOPPED_QUEUE: u32 = 500;
+
+/// Of `queue-solo`'s seeds, the share in which a segment that spent its budget had lost a
+/// billing receipt and nothing else (measured over seeds 0..1000 under workload revision 7:
+/// 41 per mille; 5 under revision 6, before receipts were contended).
+const RECEIPT_LOST_SOLO: u32 = 20;
 
 /// Shares (per mille) of seeds in which a worker drives a run past a resolution of the
 /// suspension it parked, and in which two retries of one run overlap (measured over seeds
@@ -360,6 +373,7 @@ pub static QUEUE_SOLO: EngineScenario = EngineScenario {
     answers_running: true,
     abandons: false,
     rolling_deploy: false,
+    receipt_contention: true,
     coverage: &[
         required("run_resumed_by_a_later_segment", 500),
         required("suspension_resolved", 300),
@@ -381,6 +395,7 @@ pub static QUEUE_SOLO: EngineScenario = EngineScenario {
         required("paid_call_refused_by_the_budget", BUDGET_REFUSED),
         required("body_completed_over_its_budget", BUDGET_COMPLETED),
         required("zero_budget_run_exhausted", ZERO_BUDGET_EXHAUSTED),
+        required("receipt_lost_at_the_budget", RECEIPT_LOST_SOLO),
     ],
     ..QUEUE
 };
@@ -413,6 +428,7 @@ pub static F1_STALE_SETTLE: EngineScenario = EngineScenario {
     answers_running: false,
     abandons: false,
     rolling_deploy: false,
+    receipt_contention: false,
     coverage: &[
         required("restarted_process_wrote", 40),
         required("run_resumed_by_a_later_segment", 150),
@@ -451,6 +467,7 @@ pub static F2_STALE_CHECKPOINT: EngineScenario = EngineScenario {
     answers_running: false,
     abandons: false,
     rolling_deploy: false,
+    receipt_contention: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 150),
         required("superseded_write_refused", 120),
@@ -488,6 +505,7 @@ pub static F4_STALE_RETENTION: EngineScenario = EngineScenario {
     answers_running: false,
     abandons: false,
     rolling_deploy: false,
+    receipt_contention: false,
     coverage: &[
         required("run_resumed_by_a_later_segment", 60),
         required("superseded_write_refused", 80),
@@ -543,6 +561,7 @@ pub static DELETE_CUTS: EngineScenario = EngineScenario {
     answers_running: false,
     abandons: true,
     rolling_deploy: false,
+    receipt_contention: false,
     coverage: &[
         required("busy_met", 300),
         required("crash_after_commit", 100),
@@ -845,12 +864,21 @@ impl Scenario for EngineScenario {
             // Of the yields before a store write, up to 30% meet another writer's lock (a
             // focused scenario spends its faults on its window: a busy write fails the run
             // before it gets there).
-            profile
+            let profile = profile
                 .active(200, 600)
                 .fire(10, 60)
                 .stalls((200, 600), (100, 500), 300)
                 .crashes(0, 100, crash_points)
-                .contends(0, 300)
+                .contends(0, 300);
+            if self.receipt_contention {
+                profile.contends_next(
+                    vec![FaultPoint::EngineDispatchAfterProvider],
+                    0,
+                    RECEIPT_CONTENTION_MAX,
+                )
+            } else {
+                profile
+            }
         }
     }
 
@@ -1783,6 +1811,10 @@ const HOST_DELETE_PER_MILLE: u32 = 500;
 /// Of the host deletes, the share made without a lease (rulvar's `deleteRun` with no lease:
 /// unfenced, a host-owned decision; docs/engine-model.md 6.1), per mille.
 const UNLEASED_DELETE_PER_MILLE: u32 = 300;
+
+/// The most of a `receipt_contention` scenario's paid calls whose receipt meets another
+/// writer's lock, per mille (drawn per seed from 0 up).
+const RECEIPT_CONTENTION_MAX: u32 = 150;
 
 /// What a paid call costs in a priced scenario, in cents: four calls to the dollar.
 const PAID_CALL_CENTS: u64 = 25;

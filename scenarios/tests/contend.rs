@@ -131,3 +131,56 @@ fn a_saved_plan_names_the_contention_and_a_plan_saved_before_it_reads_none() {
     let old: sim::plan::Plan = serde_json::from_value(json).expect("an older plan reads");
     assert_eq!(old.swarm.contend_per_mille, 0);
 }
+
+#[test]
+fn a_next_write_contention_after_a_paid_call_makes_its_receipt_meet_busy() {
+    // Armed right after a paid call, the contention acts at the process's next write of the
+    // run, the call's billing receipt: that append, and nothing else, meets SQLite's Busy.
+    let mut contended = 0;
+    for seed in 0..12u64 {
+        for node in 0..2 {
+            let out = run_one(seed, node, FaultPoint::EngineDispatchAfterProvider, Action::ContendNextWrite);
+            let h = &out.history;
+            let Some(mark) = h
+                .marks
+                .iter()
+                .find(|m| m.point == FaultPoint::EngineDispatchAfterProvider.name() && m.node == node)
+            else {
+                continue;
+            };
+            let f =
+                h.faults.iter().find(|f| f.kind == FaultKind::Contend).expect("the armed write is contended");
+            assert_eq!(f.point, FaultPoint::SqliteAppendBeforeBegin, "seed {seed}");
+            let call = f.call.expect("a contended write has its call in flight");
+            let c = &h.calls[call];
+            // The process's first call after the paid call's moment, on the same run.
+            let next =
+                h.calls.iter().find(|d| d.node == node && d.id >= mark.invoked_before).expect("a next call");
+            assert_eq!(next.id, call, "seed {seed} node {node}");
+            assert_eq!(c.run_id, mark.run_id);
+            let payload = c.args.payload.as_deref().unwrap_or("");
+            assert!(payload.contains("provider-call"), "seed {seed}: not a receipt: {payload}");
+            assert!(c.outcome.is_busy() && c.applied.is_none(), "seed {seed}: {c:?}");
+            // Any other call that met the lock did so within the hold (another process's
+            // write while the writer held it).
+            for id in busy_calls(h) {
+                let d = &h.calls[id];
+                assert!(
+                    d.invoked_ns >= f.at_ns && d.invoked_ns <= f.at_ns + CONTENTION_MS * 1_000_000,
+                    "seed {seed}: {d:?}"
+                );
+            }
+            // Nothing happened at the engine moment itself: no fault recorded there.
+            assert!(h.faults.iter().all(|g| g.point != FaultPoint::EngineDispatchAfterProvider));
+            assert!(out.violations.is_empty(), "seed {seed}: {:?}", out.violations);
+            contended += 1;
+        }
+    }
+    assert!(contended >= 10, "only {contended} runs reached a paid call");
+    // Where no write of a run follows (a store point), it is a yield.
+    let out = run_one(3, 0, FaultPoint::SqliteAppendBeforeBegin, Action::ContendNextWrite);
+    let f =
+        out.history.faults.iter().find(|f| f.point == FaultPoint::SqliteAppendBeforeBegin).expect("reached");
+    assert_eq!(f.kind, FaultKind::Yield);
+    assert!(busy_calls(&out.history).is_empty());
+}

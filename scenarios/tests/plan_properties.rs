@@ -61,6 +61,7 @@ fn action() -> impl Strategy<Value = Action> {
             .prop_map(|(writes, same_op)| Action::PauseUntilTakeover { writes, same_op }),
         any::<u32>().prop_map(|writes| Action::PauseUntilAcquired { writes }),
         Just(Action::Contend),
+        Just(Action::ContendNextWrite),
     ]
 }
 
@@ -79,10 +80,10 @@ fn any_plan() -> impl Strategy<Value = Plan> {
     let swarm = (
         prop::collection::vec(point_name(), 0..4),
         (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()),
-        (any::<bool>(), any::<u32>(), any::<bool>(), any::<u32>()),
+        (any::<bool>(), any::<u32>(), any::<bool>(), any::<u32>(), any::<u32>()),
     )
         .prop_map(
-            |(active_points, (a, b, c, d, e, f, g), (default_workers, h, user_actors, workload))| Swarm {
+            |(active_points, (a, b, c, d, e, f, g), (default_workers, h, user_actors, workload, i))| Swarm {
                 active_points,
                 fire_per_mille: a,
                 stall_per_mille: b,
@@ -91,6 +92,7 @@ fn any_plan() -> impl Strategy<Value = Plan> {
                 expiry_stall_per_mille: e,
                 pause_per_mille: f,
                 contend_per_mille: h,
+                contend_next_per_mille: i,
                 interrupt_per_mille: g,
                 default_workers,
                 user_actors,

@@ -136,6 +136,42 @@ impl Env for SimEnv {
             w.recorder.mark(point.name(), self.node, incarnation, site.run_id.unwrap_or(""), site.epoch);
         }
         let action = w.decide(self.node, point, site.epoch.is_some());
+        let incarnation = || w.incarnations.borrow().get(self.node as usize).copied().unwrap_or(0);
+        // A next-write contention armed at an engine moment: nothing happens here (no yield,
+        // so no other task of the process comes between), and the write meets the lock.
+        if action == Some(Action::ContendNextWrite) && point.moment() == Moment::Engine {
+            if let Some(run) = site.run_id {
+                w.contend_next.borrow_mut().insert(self.node, (incarnation(), run.to_string()));
+                w.recorder.point(point, true, false);
+                w.recorder.event(Event {
+                    at_ns: now_ns(),
+                    node: Some(self.node),
+                    epoch: site.epoch,
+                    op: String::new(),
+                    outcome: String::new(),
+                    fault: format!("{} at {}", Action::ContendNextWrite.describe(), point.name()),
+                    call: current_call(),
+                });
+                return None;
+            }
+        }
+        // The armed write: its moment before it begins, on the armed run, in the same life.
+        let armed = crate::plan::contendable(point)
+            && site.run_id.is_some_and(|run| {
+                w.contend_next
+                    .borrow()
+                    .get(&self.node)
+                    .is_some_and(|(inc, r)| *inc == incarnation() && r == run)
+            });
+        let action = if armed {
+            w.contend_next.borrow_mut().remove(&self.node);
+            match action {
+                None | Some(Action::Yield) => Some(Action::Contend),
+                other => other,
+            }
+        } else {
+            action
+        };
         w.recorder.point(point, action.is_some(), matches!(action, Some(Action::Crash { .. })));
         // An interrupt the scenario armed is delivered at the node's next leased write, which
         // then stalls (unless the plan acts here anyway) with the write in flight.
@@ -149,6 +185,7 @@ impl Env for SimEnv {
         // Contention acts only before a store write begins; elsewhere it is a yield.
         let action = action.map(|a| match a {
             Action::Contend if !crate::plan::contendable(point) => Action::Yield,
+            Action::ContendNextWrite => Action::Yield,
             a => a,
         });
         let Some(action) = action else {
@@ -170,7 +207,7 @@ impl Env for SimEnv {
                 .map_or(0, |row| self.ns_until(row.expires_at.saturating_sub(early)))
         };
         let until_ns = match action {
-            Action::Yield | Action::Crash { .. } => Some(now_ns()),
+            Action::Yield | Action::ContendNextWrite | Action::Crash { .. } => Some(now_ns()),
             Action::Contend => Some(now_ns() + crate::plan::CONTENTION_MS * 1_000_000),
             Action::Stall { ms } | Action::Pause { ms } => Some(now_ns() + ms * 1_000_000),
             Action::StallToExpiry => Some(now_ns() + to_expiry(0)),
@@ -185,7 +222,7 @@ impl Env for SimEnv {
             node: self.node,
             point,
             kind: match action {
-                Action::Yield => FaultKind::Yield,
+                Action::Yield | Action::ContendNextWrite => FaultKind::Yield,
                 Action::Stall { .. } => FaultKind::Stall,
                 Action::StallToExpiry => FaultKind::StallToExpiry,
                 Action::StallToBeforeExpiry { .. } => FaultKind::StallBeforeExpiry,
@@ -211,7 +248,7 @@ impl Env for SimEnv {
             call: current_call(),
         });
         match action {
-            Action::Yield => Some(Box::pin(async {
+            Action::Yield | Action::ContendNextWrite => Some(Box::pin(async {
                 madsim::task::yield_now().await;
                 Ok(())
             })),

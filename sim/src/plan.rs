@@ -86,6 +86,13 @@ pub enum Action {
     /// lock meanwhile. A run has one contending writer: a new contention ends the one before.
     /// Elsewhere (a read, an engine point) it is a yield.
     Contend,
+    /// At an engine moment: the process's next write of the point's run meets another
+    /// writer's lock, as [`Action::Contend`] at that write's moment before it begins (the
+    /// engine point names the write that follows it: after a paid call, its billing receipt;
+    /// after a tool, the checkpoint put; before a settle, the run_settle append). Nothing
+    /// happens at the engine point itself, not even a yield, so no other task of the process
+    /// comes between; the arm lapses when the process dies. Elsewhere it is a yield.
+    ContendNextWrite,
 }
 
 /// How long a [`Action::Contend`] writer holds the write lock at most, in virtual ms.
@@ -121,6 +128,9 @@ impl Action {
                 if *writes == 1 { "" } else { "s" }
             ),
             Action::Contend => "contend: another writer holds the write lock".into(),
+            Action::ContendNextWrite => {
+                "contend at the next write: another writer will hold the write lock".into()
+            }
         }
     }
 }
@@ -224,6 +234,12 @@ pub struct Swarm {
     /// saved before contention existed reads 0 and replays as it did.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub contend_per_mille: u32,
+    /// Per occurrence of an engine moment the scenario names (`FaultProfile::contend_next`)
+    /// that is active and does not fire otherwise: the chance it arms a contention of the
+    /// process's next write ([`Action::ContendNextWrite`]), drawn from its own stream. A plan
+    /// saved before it existed reads 0 and replays as it did.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub contend_next_per_mille: u32,
     /// Of the worker stops a scenario draws, the share delivered as an interrupt at one of
     /// the worker's own leased writes instead of at a time (the write then stalls with the
     /// stop in flight; see [`crate::world_state::WorldState::arm_interrupt`]). Every derived
@@ -261,12 +277,14 @@ pub struct Swarm {
     /// under a brief lease. Revision 6: they do so at every such read (the lease is granted
     /// only once the holder's lapsed), and `queue` is a rolling deploy: its odd nodes'
     /// workers lack one workflow of the scenario (`EngineScenario::rolling_deploy`).
+    /// Revision 7: `queue-solo` contends some billing receipts
+    /// (`EngineScenario::receipt_contention`, [`Action::ContendNextWrite`]).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub workload: u32,
 }
 
 /// The workload revision derived plans carry (see [`Swarm::workload`]).
-pub const WORKLOAD: u32 = 6;
+pub const WORKLOAD: u32 = 7;
 
 /// The share of drawn worker stops that derived plans deliver as interrupts, per mille.
 pub const INTERRUPT_PER_MILLE: u32 = 400;
@@ -291,6 +309,7 @@ impl Swarm {
             expiry_stall_per_mille: 0,
             pause_per_mille: 0,
             contend_per_mille: 0,
+            contend_next_per_mille: 0,
             interrupt_per_mille: 0,
             default_workers: false,
             user_actors: false,
@@ -322,6 +341,8 @@ pub struct Recipe {
     /// The active points, in name order.
     pub active: Vec<FaultPoint>,
     pub crash_points: Vec<FaultPoint>,
+    /// The engine moments that may arm a next-write contention.
+    pub contend_next_points: Vec<FaultPoint>,
     pub occurrences: u32,
     pub stall_past_ttl_max_pct: u64,
 }
@@ -339,8 +360,16 @@ impl Recipe {
     ) -> Option<Action> {
         let sw = &plan.swarm;
         let ttl_ms = plan.knobs.ttl_ms;
+        // Drawn from its own stream, only where the point does not fire otherwise: every
+        // other decision stays put.
+        let contend_next = || {
+            sw.contend_next_per_mille > 0
+                && self.contend_next_points.contains(&point)
+                && rng(plan.seed, "contend-next", stream_index(node, &point, occurrence))
+                    .chance(sw.contend_next_per_mille)
+        };
         if !r.chance(sw.fire_per_mille) {
-            return None;
+            return contend_next().then_some(Action::ContendNextWrite);
         }
         let action = if self.crash_points.contains(&point) && r.chance(sw.crash_per_mille) {
             Action::Crash { restart_after_ms: r.between(20, 2 * ttl_ms) }
@@ -481,6 +510,9 @@ pub struct FaultProfile {
     /// Of the yields before a store write begins, the per-mille range turned into contended
     /// writes ([`Swarm::contend_per_mille`]).
     pub contend_per_mille: (u32, u32),
+    /// The engine moments whose next write may be contended, and the per-mille range of
+    /// [`Swarm::contend_next_per_mille`].
+    pub contend_next: (Vec<FaultPoint>, (u32, u32)),
 }
 
 impl FaultProfile {
@@ -500,6 +532,7 @@ impl FaultProfile {
             crash_points: Vec::new(),
             pause_per_mille: (0, 0),
             contend_per_mille: (0, 0),
+            contend_next: (Vec::new(), (0, 0)),
         }
     }
 
@@ -543,6 +576,12 @@ impl FaultProfile {
     /// Of the yields before a store write begins, the per-mille range that contend.
     pub fn contends(self, lo: u32, hi: u32) -> FaultProfile {
         FaultProfile { contend_per_mille: (lo, hi), ..self }
+    }
+
+    /// At these engine moments, the per-mille range (per occurrence that does not fire
+    /// otherwise) that contends the process's next write ([`Action::ContendNextWrite`]).
+    pub fn contends_next(self, at: Vec<FaultPoint>, lo: u32, hi: u32) -> FaultProfile {
+        FaultProfile { contend_next: (at, (lo, hi)), ..self }
     }
 
     /// How many occurrences per (node, point) the plan covers.
@@ -597,6 +636,10 @@ impl Plan {
             (_, 0) => 0,
             (lo, hi) => rng(seed, "contend-share", 0).between(u64::from(lo), u64::from(hi)) as u32,
         };
+        let contend_next_per_mille = match faults.contend_next.1 {
+            (_, 0) => 0,
+            (lo, hi) => rng(seed, "contend-next-share", 0).between(u64::from(lo), u64::from(hi)) as u32,
+        };
 
         let mut active_rng = rng(seed, "active-points", 0);
         let active: Vec<FaultPoint> =
@@ -627,6 +670,7 @@ impl Plan {
                 expiry_stall_per_mille,
                 pause_per_mille,
                 contend_per_mille,
+                contend_next_per_mille,
                 interrupt_per_mille: INTERRUPT_PER_MILLE,
                 default_workers: true,
                 user_actors: true,
@@ -636,6 +680,7 @@ impl Plan {
             recipe: Some(Recipe {
                 active: by_name,
                 crash_points: faults.crash_points.clone(),
+                contend_next_points: faults.contend_next.0.clone(),
                 occurrences: faults.occurrences,
                 stall_past_ttl_max_pct: faults.stall_past_ttl_max_pct,
             }),

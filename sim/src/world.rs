@@ -240,6 +240,7 @@ pub fn run(
         contender: RefCell::new(None),
         contention: RefCell::new(None),
         contentions: Cell::new(0),
+        contend_next: RefCell::new(std::collections::BTreeMap::new()),
         faults_on: Cell::new(true),
         exhausted: Cell::new(false),
         read_budget: options.read_budget.unwrap_or(READ_BUDGET),

@@ -68,6 +68,10 @@ pub struct WorldState {
     pub(crate) contention: RefCell<Option<Contention>>,
     /// Numbers the contentions of a run.
     pub(crate) contentions: Cell<u64>,
+    /// Per node: the next-write contention armed at an engine moment
+    /// ([`Action::ContendNextWrite`]), as (incarnation, run): it acts at that process's next
+    /// moment before a write of that run begins.
+    pub(crate) contend_next: RefCell<BTreeMap<u32, (u32, String)>>,
     pub faults_on: Cell<bool>,
     /// Set once the run has made [`CALL_BUDGET`] store calls: every later call hangs, and
     /// the run ends (see `drive`).

@@ -177,6 +177,11 @@ pub const GOALS: &[Goal] = &[
         check: zero_budget_run_exhausted,
     },
     Goal {
+        name: "receipt_lost_at_the_budget",
+        claim: "A segment that had spent its budget, lost one or more billing receipts (a refused append it swallowed) and no other call, and did not park, settled exhausted or error: the budget and the lost-append latch both had a say in its settle, which a_run_exhausts_at_its_budget and each_paid_call_gets_its_receipt judge.",
+        check: receipt_lost_at_the_budget,
+    },
+    Goal {
         name: "empty_values_read_back",
         claim: "A meta record carrying an empty name and an empty tag list was applied and then read back by get_meta before its run's meta changed again (reads_see_serial_history judged whether an empty value reads back as written or as absent).",
         check: empty_values_read_back,
@@ -411,6 +416,10 @@ fn body_completed_over_its_budget(j: &Judged) -> bool {
 fn zero_budget_run_exhausted(j: &Judged) -> bool {
     applied_metas(j)
         .any(|m| m.status == Status::Exhausted && m.raw.get("budgetUsd").and_then(Value::as_u64) == Some(0))
+}
+
+fn receipt_lost_at_the_budget(j: &Judged) -> bool {
+    super::engine::payments::receipt_lost_at_the_budget(j)
 }
 
 fn empty_values_read_back(j: &Judged) -> bool {

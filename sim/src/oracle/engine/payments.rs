@@ -887,6 +887,19 @@ fn only_receipts_lost_unparked(j: &Judged, f: &Fact, run_id: &str) -> bool {
     lost_receipt
 }
 
+/// Whether a segment that had spent its budget, and lost billing receipts and no other call
+/// (unparked), settled `exhausted` or `error`: the window where the budget and the lost-append
+/// latch both decide the settle (the goal `receipt_lost_at_the_budget`).
+pub(crate) fn receipt_lost_at_the_budget(j: &Judged) -> bool {
+    let Some(price) = price(j) else { return false };
+    j.history.facts.iter().enumerate().any(|(i, f)| {
+        let FactKind::Settled { run_id, status, .. } = &f.kind else { return false };
+        matches!(status.as_str(), "exhausted" | "error")
+            && spend_at(j, price, i, run_id).is_some_and(|s| s.spent >= s.budget)
+            && only_receipts_lost_unparked(j, f, run_id)
+    })
+}
+
 fn paid_calls_stay_within_the_budget(j: &Judged, out: &mut Vec<Witness>) {
     let Some(price) = price(j) else { return };
     for (i, f) in j.history.facts.iter().enumerate() {
@@ -1080,6 +1093,15 @@ mod tests {
         };
         let v = run(4, "busy", false).judge(p);
         assert!(v.len() == 1 && v[0].witness.contains("settled error"), "{v:?}");
+        // The goal `receipt_lost_at_the_budget` names this window, lawful or not.
+        let goal = |h: &HistoryBuilder| {
+            let j = crate::oracle::model::Judged::build(&h.h, &h.fin, crate::oracle::Expect::default());
+            crate::oracle::goals::met(&j).contains(&"receipt_lost_at_the_budget")
+        };
+        assert!(goal(&run(4, "busy", false)), "spent, only a receipt lost, settled error");
+        assert!(!goal(&run(3, "busy", false)), "not spent");
+        assert!(!goal(&run(4, "busy", true)), "parked");
+        assert!(!goal(&budgeted(0, 4, "exhausted", false)), "spent, no receipt lost");
         assert!(run(3, "busy", false).judge(p).is_empty(), "75 of 100 cents: the body errs on");
         assert!(run(4, "busy", true).judge(p).is_empty(), "a parked body is suspended, then error");
         let mut h = run(4, "busy", false);
