@@ -111,6 +111,9 @@ struct Prober {
     unleased: bool,
     /// Whether the meta probe also writes and lists empty values (workload revision 5).
     empties: bool,
+    /// Whether the unleased writer's repeated seq may be 0, below its journal's first entry
+    /// (workload revision 7): a seq that opens no journal here, which A5 refuses as any other.
+    zero_again: bool,
 }
 
 /// The probes of a round, in the order drawn.
@@ -208,7 +211,7 @@ impl Prober {
 
     /// rulvar's single-process mode on run `run`, which nobody leases: appends with no lease
     /// (FW4 lets them through while no lease is live), then one at a seq already written (the
-    /// last, or one before it), which A5 refuses whether or not the write carries a lease,
+    /// last, or one before it) or, from workload revision 7, at seq 0 below them, which A5 refuses whether or not the write carries a lease,
     /// then a load; and half the time an unleased delete. First, a write to `run` under
     /// `other`, the round's lease of a run whose id is a prefix of `run`'s: the run-match rule
     /// refuses it (a lease names one run, not the runs its id begins).
@@ -222,7 +225,7 @@ impl Prober {
             let e = entry(seq, "solo");
             let _ = self.patiently(|| self.store.append(run, &e, None)).await;
         }
-        let again = entry(2 - self.pick(2) as u64, "solo-again");
+        let again = entry(2 - self.pick(if self.zero_again { 3 } else { 2 }) as u64, "solo-again");
         let _ = self.patiently(|| self.store.append(run, &again, None)).await;
         let _ = self.patiently(|| self.store.load(run)).await;
         if self.pick(2) == 0 {
@@ -410,6 +413,7 @@ impl Scenario for Edges {
                 rng: RefCell::new(rng(shared.seed, "edges", stream)),
                 unleased: node.world.plan.swarm.workload >= 3,
                 empties: node.world.plan.swarm.workload >= 5,
+                zero_again: node.world.plan.swarm.workload >= 7,
                 shared: shared.clone(),
             };
             prober.run(u64::from(node.world.plan.knobs.size)).await;

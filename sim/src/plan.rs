@@ -278,7 +278,10 @@ pub struct Swarm {
     /// only once the holder's lapsed), and `queue` is a rolling deploy: its odd nodes'
     /// workers lack one workflow of the scenario (`EngineScenario::rolling_deploy`).
     /// Revision 7: `queue-solo` contends some billing receipts
-    /// (`EngineScenario::receipt_contention`, [`Action::ContendNextWrite`]).
+    /// (`EngineScenario::receipt_contention`, [`Action::ContendNextWrite`]), and half the
+    /// seeds of a priced scenario draw a price per paid call other than 25 cents, most of
+    /// them dividing no dollar budget (`draw_price`), and `edges`' unleased writer may
+    /// repeat its journal at seq 0, below its first entry.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub workload: u32,
 }

@@ -182,6 +182,11 @@ pub const GOALS: &[Goal] = &[
         check: receipt_lost_at_the_budget,
     },
     Goal {
+        name: "paid_call_overshot_the_budget",
+        claim: "A segment paid a call that took its spend from below its budget to past it (the price divides no multiple that lands on the budget): the call is allowed, since the spend had not reached the budget, and the next is refused, which paid_calls_stay_within_the_budget and a_run_exhausts_at_its_budget judge on both sides.",
+        check: paid_call_overshot_the_budget,
+    },
+    Goal {
         name: "empty_values_read_back",
         claim: "A meta record carrying an empty name and an empty tag list was applied and then read back by get_meta before its run's meta changed again (reads_see_serial_history judged whether an empty value reads back as written or as absent).",
         check: empty_values_read_back,
@@ -420,6 +425,10 @@ fn zero_budget_run_exhausted(j: &Judged) -> bool {
 
 fn receipt_lost_at_the_budget(j: &Judged) -> bool {
     super::engine::payments::receipt_lost_at_the_budget(j)
+}
+
+fn paid_call_overshot_the_budget(j: &Judged) -> bool {
+    super::engine::payments::paid_call_overshot_the_budget(j)
 }
 
 fn empty_values_read_back(j: &Judged) -> bool {

@@ -900,6 +900,16 @@ pub(crate) fn receipt_lost_at_the_budget(j: &Judged) -> bool {
     })
 }
 
+/// Whether a segment paid a call that took its spend from below its budget to past it (a
+/// price that does not divide the budget): the goal `paid_call_overshot_the_budget`.
+pub(crate) fn paid_call_overshot_the_budget(j: &Judged) -> bool {
+    let Some(price) = price(j) else { return false };
+    j.history.facts.iter().enumerate().any(|(i, f)| {
+        let FactKind::Paid { run_id, .. } = &f.kind else { return false };
+        spend_at(j, price, i, run_id).is_some_and(|s| s.spent < s.budget && s.spent + price > s.budget)
+    })
+}
+
 fn paid_calls_stay_within_the_budget(j: &Judged, out: &mut Vec<Witness>) {
     let Some(price) = price(j) else { return };
     for (i, f) in j.history.facts.iter().enumerate() {
@@ -1061,6 +1071,35 @@ mod tests {
         let value = value.then(|| "{}".to_string());
         h.fact(1, "w", FactKind::Settled { run_id: "r".into(), status: status.into(), value, segment: 2 });
         h
+    }
+
+    #[test]
+    fn a_paid_call_that_takes_the_spend_past_the_budget_meets_the_goal() {
+        use crate::history::FactKind;
+        let goal = |h: &HistoryBuilder| {
+            let j = crate::oracle::model::Judged::build(&h.h, &h.fin, crate::oracle::Expect::default());
+            crate::oracle::goals::met(&j).contains(&"paid_call_overshot_the_budget")
+        };
+        // 25 cents on a dollar: the fourth call lands on it exactly.
+        assert!(!goal(&budgeted(0, 4, "exhausted", true)));
+        // 30 cents: the fourth call takes 90 to 120.
+        let priced_at = |cents: u64, paid: u32| {
+            let mut h = budgeted(0, paid, "exhausted", true);
+            for f in h.h.facts.iter_mut() {
+                if let FactKind::Priced { cents: c } = &mut f.kind {
+                    *c = cents;
+                }
+            }
+            h
+        };
+        assert!(goal(&priced_at(30, 4)));
+        assert!(!goal(&priced_at(30, 3)), "90 of 100: not past it yet");
+        // The oracle allows the overshooting call and refuses the one after it.
+        assert!(priced_at(30, 4).judge("paid_calls_stay_within_the_budget").is_empty());
+        assert_eq!(priced_at(30, 5).judge("paid_calls_stay_within_the_budget").len(), 1);
+        // Exhausted at 90 of 100 (a gate that refused the call it could not cover): caught.
+        let v = priced_at(30, 3).judge("a_run_exhausts_at_its_budget");
+        assert!(v.len() == 1 && v[0].witness.contains("exhausted though it had spent only"), "{v:?}");
     }
 
     #[test]
