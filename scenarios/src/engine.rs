@@ -2042,7 +2042,7 @@ async fn resolve_open(engine: &SimEngine, sink: &FactSink, redeliver: bool, inbo
                     what: "resolve".into(),
                     error: e.to_string(),
                 }),
-                Ok(()) => {}
+                Ok(()) => sink.fact(FactKind::Answered { run_id: meta.run_id.clone(), key }),
             }
         }
     }
@@ -2057,7 +2057,7 @@ async fn resolve_open(engine: &SimEngine, sink: &FactSink, redeliver: bool, inbo
                 };
                 sink.fact(FactKind::Failed { run_id, what: what.into(), error: e.to_string() })
             }
-            Ok(()) => {}
+            Ok(()) => sink.fact(FactKind::Answered { run_id, key }),
         }
     }
     true

@@ -407,6 +407,10 @@ pub enum FactKind {
     /// suspension at seq `suspension` of run `run_id`, await `key`, which its own load of
     /// the journal showed open. Not shown in the timeline.
     Answering { run_id: String, key: String, suspension: u64 },
+    /// An operator's offline answer (`resolve_offline`, this fact's owner) to run `run_id`,
+    /// await `key`, returned ok: the engine said the answer was delivered. Not shown in the
+    /// timeline.
+    Answered { run_id: String, key: String },
     /// An operator's prune (`pruneRun`, this fact's owner) of run `run_id` returned, saying
     /// it deleted `deleted` checkpoints. Not shown in the timeline.
     Pruned { run_id: String, deleted: u64 },
@@ -845,6 +849,7 @@ impl Recorder {
             | FactKind::Priced { .. }
             | FactKind::Labelled { .. }
             | FactKind::Answering { .. }
+            | FactKind::Answered { .. }
             | FactKind::Pruned { .. } => (String::new(), String::new()),
         };
         if !op.is_empty() {

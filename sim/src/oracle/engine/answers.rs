@@ -161,6 +161,37 @@ fn an_answer_to_a_live_run_lands(j: &Judged, out: &mut Vec<Witness>) {
     }
 }
 
+pub const A_DELIVERED_ANSWER_IS_JOURNALED: Property = Property {
+    name: "a_delivered_answer_is_journaled",
+    expectation: Expectation::Always,
+    claim: "An operator's offline answer that the engine reported delivered (`resolve_offline` returned ok) appended, under the brief lease it was granted for it, a resolution entry for that await (`await:<key>`) that returned ok: an answer with no open suspension to resolve, or to a run that has ended, is refused with a typed error, never reported delivered while nothing was written (docs/engine-model.md 5.5).",
+    not_checked: "Answers whose outcome the process did not live to report; whether the resolution references the suspension the operator meant (an_answer_to_a_live_run_lands judges the open ones).",
+    check: a_delivered_answer_is_journaled,
+};
+
+fn a_delivered_answer_is_journaled(j: &Judged, out: &mut Vec<Witness>) {
+    for f in &j.history.facts {
+        let FactKind::Answered { run_id, key } = &f.kind else { continue };
+        let mine = own_calls_before(j.index(), f, run_id);
+        // The answer's own calls: from its acquire (the identity's latest before the fact).
+        let from = mine.iter().rposition(|c| c.op == OpKind::Acquire).unwrap_or(0);
+        let wanted = format!("await:{key}");
+        let journaled = mine[from..].iter().any(|c| {
+            c.op == OpKind::Append
+                && c.outcome.is_ok()
+                && entry_of(c).is_some_and(|e| e.kind == "resolution" && e.key == wanted)
+        });
+        if !journaled {
+            out.push(Witness::new(format!(
+                "run {run_id}: {}'s offline answer to {key} was reported delivered at t={} though it appended no resolution for it ({} calls of its own on the run since its acquire)",
+                f.owner,
+                t(f.at_ns),
+                mine.len() - from
+            )));
+        }
+    }
+}
+
 pub const AN_ANSWER_TO_AN_ENDED_RUN_IS_REFUSED: Property = Property {
     name: "an_answer_to_an_ended_run_is_refused",
     expectation: Expectation::Always,
@@ -268,6 +299,32 @@ mod tests {
             c.args.actor = Some("op".into());
         }
         h
+    }
+
+    #[test]
+    fn an_answer_reported_delivered_must_have_appended_its_resolution() {
+        let p = "a_delivered_answer_is_journaled";
+        let delivered = |appends: bool, key: &str| {
+            let mut h = answer(RunStatus::Running, false, false, appends);
+            h.fact(1, "op", FactKind::Answered { run_id: "r".into(), key: key.into() });
+            h
+        };
+        assert!(delivered(true, "k").judge(p).is_empty(), "appended, then reported");
+        let v = delivered(false, "k").judge(p);
+        assert!(v.len() == 1 && v[0].witness.contains("appended no resolution"), "{v:?}");
+        assert_eq!(delivered(true, "other").judge(p).len(), 1, "a resolution of another await");
+        // A second answer, reported delivered after an acquire of its own that appended
+        // nothing: the first answer's resolution does not count for it.
+        let mut h = delivered(true, "k");
+        h.fact(1, "op", FactKind::Answering { run_id: "r".into(), key: "k".into(), suspension: 0 });
+        let first = h.h.calls.len();
+        let l = h.acquire(1, "op", "r", 3);
+        h.push(1, OpKind::Release, "r", Some(l), Args::default(), None);
+        for c in h.h.calls.iter_mut().skip(first) {
+            c.args.actor = Some("op".into());
+        }
+        h.fact(1, "op", FactKind::Answered { run_id: "r".into(), key: "k".into() });
+        assert_eq!(h.judge(p).len(), 1, "a redelivery that wrote nothing");
     }
 
     #[test]

@@ -95,6 +95,7 @@ pub const ALL: &[Property] = &[
     progress::A_DANGLING_DISPATCH_IS_PICKED_UP,
     answers::AN_ANSWER_TO_A_LIVE_RUN_LANDS,
     answers::AN_ANSWER_TO_AN_ENDED_RUN_IS_REFUSED,
+    answers::A_DELIVERED_ANSWER_IS_JOURNALED,
     liveness::ALL_RUNS_SETTLE_AFTER_HEAL,
     liveness::A_HOLDER_LEFT_ALONE_KEEPS_ITS_LEASE,
     liveness::RENEWS_KEEP_THE_CADENCE,
