@@ -137,21 +137,25 @@ impl Env for SimEnv {
         }
         let action = w.decide(self.node, point, site.epoch.is_some());
         let incarnation = || w.incarnations.borrow().get(self.node as usize).copied().unwrap_or(0);
+        // The timeline line of a fault the plan acts with here.
+        let fault_event = |fault: String| {
+            w.recorder.event(Event {
+                at_ns: now_ns(),
+                node: Some(self.node),
+                epoch: site.epoch,
+                op: String::new(),
+                outcome: String::new(),
+                fault,
+                call: current_call(),
+            })
+        };
         // A next-write contention armed at an engine moment: nothing happens here (no yield,
         // so no other task of the process comes between), and the write meets the lock.
         if action == Some(Action::ContendNextWrite) && point.moment() == Moment::Engine {
             if let Some(run) = site.run_id {
                 w.contend_next.borrow_mut().insert(self.node, (incarnation(), run.to_string()));
                 w.recorder.point(point, true, false);
-                w.recorder.event(Event {
-                    at_ns: now_ns(),
-                    node: Some(self.node),
-                    epoch: site.epoch,
-                    op: String::new(),
-                    outcome: String::new(),
-                    fault: format!("{} at {}", Action::ContendNextWrite.describe(), point.name()),
-                    call: current_call(),
-                });
+                fault_event(format!("{} at {}", Action::ContendNextWrite.describe(), point.name()));
                 return None;
             }
         }
@@ -235,17 +239,9 @@ impl Env for SimEnv {
             call: current_call(),
             run_id: site.run_id.map(str::to_string),
         });
-        w.recorder.event(Event {
-            at_ns: now_ns(),
-            node: Some(self.node),
-            epoch: site.epoch,
-            op: String::new(),
-            outcome: String::new(),
-            fault: match interrupted {
-                Some(_) => format!("interrupt, then {} at {}", action.describe(), point.name()),
-                None => format!("{} at {}", action.describe(), point.name()),
-            },
-            call: current_call(),
+        fault_event(match interrupted {
+            Some(_) => format!("interrupt, then {} at {}", action.describe(), point.name()),
+            None => format!("{} at {}", action.describe(), point.name()),
         });
         match action {
             Action::Yield | Action::ContendNextWrite => Some(Box::pin(async {
