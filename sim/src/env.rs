@@ -131,12 +131,11 @@ impl Env for SimEnv {
                 _ => {}
             }
         }
+        let incarnation = || w.incarnations.borrow().get(self.node as usize).copied().unwrap_or(0);
         if point.moment() == Moment::Engine {
-            let incarnation = w.incarnations.borrow().get(self.node as usize).copied().unwrap_or(0);
-            w.recorder.mark(point.name(), self.node, incarnation, site.run_id.unwrap_or(""), site.epoch);
+            w.recorder.mark(point.name(), self.node, incarnation(), site.run_id.unwrap_or(""), site.epoch);
         }
         let action = w.decide(self.node, point, site.epoch.is_some());
-        let incarnation = || w.incarnations.borrow().get(self.node as usize).copied().unwrap_or(0);
         // The timeline line of a fault the plan acts with here.
         let fault_event = |fault: String| {
             w.recorder.event(Event {

@@ -179,12 +179,12 @@ pub const GOALS: &[Goal] = &[
     Goal {
         name: "receipt_lost_at_the_budget",
         claim: "A segment that had spent its budget, lost one or more billing receipts (a refused append it swallowed) and no other call, and did not park, settled exhausted or error: the budget and the lost-append latch both had a say in its settle, which a_run_exhausts_at_its_budget and each_paid_call_gets_its_receipt judge.",
-        check: receipt_lost_at_the_budget,
+        check: super::engine::payments::receipt_lost_at_the_budget,
     },
     Goal {
         name: "paid_call_overshot_the_budget",
         claim: "A segment paid a call that took its spend from below its budget to past it (the price divides no multiple that lands on the budget): the call is allowed, since the spend had not reached the budget, and the next is refused, which paid_calls_stay_within_the_budget and a_run_exhausts_at_its_budget judge on both sides.",
-        check: paid_call_overshot_the_budget,
+        check: super::engine::payments::paid_call_overshot_the_budget,
     },
     Goal {
         name: "empty_values_read_back",
@@ -421,14 +421,6 @@ fn body_completed_over_its_budget(j: &Judged) -> bool {
 fn zero_budget_run_exhausted(j: &Judged) -> bool {
     applied_metas(j)
         .any(|m| m.status == Status::Exhausted && m.raw.get("budgetUsd").and_then(Value::as_u64) == Some(0))
-}
-
-fn receipt_lost_at_the_budget(j: &Judged) -> bool {
-    super::engine::payments::receipt_lost_at_the_budget(j)
-}
-
-fn paid_call_overshot_the_budget(j: &Judged) -> bool {
-    super::engine::payments::paid_call_overshot_the_budget(j)
 }
 
 fn empty_values_read_back(j: &Judged) -> bool {
@@ -676,12 +668,10 @@ mod tests {
     use store::RunStatus;
 
     use crate::history::FactKind;
-    use crate::oracle::model::Judged;
     use crate::oracle::testkit::engine::*;
-    use crate::oracle::Expect;
 
     fn met(h: &HistoryBuilder, goal: &str) -> bool {
-        super::met(&Judged::build(&h.h, &h.fin, Expect::default())).contains(&goal)
+        h.meets(goal)
     }
 
     /// An operator's census: a listing of `listed` (as `lister`), then the `Census` fact.

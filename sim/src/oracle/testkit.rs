@@ -294,6 +294,11 @@ pub mod engine {
                 invoked_before: self.h.calls.len(),
             });
         }
+        /// Whether the history meets coverage goal `goal`.
+        pub fn meets(&self, goal: &str) -> bool {
+            crate::oracle::goals::met(&Judged::build(&self.h, &self.fin, self.expect)).contains(&goal)
+        }
+
         pub fn judge(&self, property: &str) -> Vec<Violation> {
             let j = Judged::build(&self.h, &self.fin, self.expect);
             let p = crate::oracle::all_properties().find(|p| p.name == property).expect("a known property");

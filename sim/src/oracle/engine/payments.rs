@@ -1076,10 +1076,7 @@ mod tests {
     #[test]
     fn a_paid_call_that_takes_the_spend_past_the_budget_meets_the_goal() {
         use crate::history::FactKind;
-        let goal = |h: &HistoryBuilder| {
-            let j = crate::oracle::model::Judged::build(&h.h, &h.fin, crate::oracle::Expect::default());
-            crate::oracle::goals::met(&j).contains(&"paid_call_overshot_the_budget")
-        };
+        let goal = |h: &HistoryBuilder| h.meets("paid_call_overshot_the_budget");
         // 25 cents on a dollar: the fourth call lands on it exactly.
         assert!(!goal(&budgeted(0, 4, "exhausted", true)));
         // 30 cents: the fourth call takes 90 to 120.
@@ -1133,10 +1130,7 @@ mod tests {
         let v = run(4, "busy", false).judge(p);
         assert!(v.len() == 1 && v[0].witness.contains("settled error"), "{v:?}");
         // The goal `receipt_lost_at_the_budget` names this window, lawful or not.
-        let goal = |h: &HistoryBuilder| {
-            let j = crate::oracle::model::Judged::build(&h.h, &h.fin, crate::oracle::Expect::default());
-            crate::oracle::goals::met(&j).contains(&"receipt_lost_at_the_budget")
-        };
+        let goal = |h: &HistoryBuilder| h.meets("receipt_lost_at_the_budget");
         assert!(goal(&run(4, "busy", false)), "spent, only a receipt lost, settled error");
         assert!(!goal(&run(3, "busy", false)), "not spent");
         assert!(!goal(&run(4, "busy", true)), "parked");
